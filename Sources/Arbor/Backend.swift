@@ -1,0 +1,78 @@
+/// The storage contract every adapter implements: immutable objects keyed by hash, and a
+/// handful of refs changed only by compare-and-swap. Everything else is built by the core.
+///
+/// Rules every implementation keeps:
+/// - `put` is idempotent: putting an object that exists is a no-op.
+/// - `get` returns bytes exactly as they were put; objects it does not have are left out of the result.
+/// - `compareAndSwap` is atomic, also across processes that share the store: a crash leaves the
+///   ref at its old or its new value.
+/// - Failures are thrown as ``ArborError``, naming the backend and the operation. Never a crash.
+public protocol Backend: Sendable {
+    /// A short name of the engine, such as `"memory"` or `"json"`, used in errors and reports.
+    var engineName: String { get }
+
+    /// The objects among `hashes` that the store holds; missing ones are absent from the result.
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]]
+
+    /// The subset of `hashes` that the store holds.
+    func contains(_ hashes: [Hash]) async throws -> Set<Hash>
+
+    /// Stores objects. The caller guarantees that each hash is the SHA-256 of its bytes.
+    /// Existing objects are left as they are.
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws
+
+    /// Every object hash in the store, in batches of at most `batchSize`, in no particular order.
+    func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws
+
+    /// Removes objects (for garbage collection only). Unknown hashes are ignored.
+    func delete(_ hashes: [Hash]) async throws
+
+    /// The current value of every ref.
+    func refs() async throws -> [String: Hash]
+
+    /// Sets ref `name` to `new` (or removes it when `new` is `nil`) if it currently is `expected`
+    /// (`nil`: the ref does not exist). Returns whether the swap happened.
+    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool
+
+    /// Releases the engine's resources. Further calls throw ``ArborError/Code/closed``.
+    func close() async throws
+}
+
+extension Backend {
+    /// The current value of one ref, or `nil` if it does not exist.
+    public func ref(_ name: String) async throws -> Hash? {
+        try await refs()[name]
+    }
+
+    /// Fetches one object, or `nil` if it is missing.
+    public func get(_ hash: Hash) async throws -> [UInt8]? {
+        try await get([hash])[hash]
+    }
+
+    /// All object hashes in the store.
+    ///
+    /// - Complexity: O(*n*) memory; prefer ``enumerateHashes(batchSize:_:)`` on large stores.
+    public func allHashes() async throws -> Set<Hash> {
+        var result = Set<Hash>()
+        try await enumerateHashes(batchSize: 10_000) { result.formUnion($0) }
+        return result
+    }
+}
+
+/// Ref names are ASCII paths of letters, digits and `._-/` segments, so that every adapter
+/// can store them as they are (file names, keys, SQL text parameters).
+public enum RefName {
+    /// The ref holding the set of heads.
+    public static let heads = "heads"
+
+    /// Throws ``ArborError/Code/invalidInput`` unless `name` is a valid ref name.
+    public static func validate(_ name: String, backend: String) throws {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/".utf8)
+        let segments = name.split(separator: "/", omittingEmptySubsequences: false)
+        guard !name.isEmpty, name.utf8.count <= 200, name.utf8.allSatisfy(allowed.contains),
+            segments.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." })
+        else {
+            throw ArborError(.invalidInput, "invalid ref name \(String(reflecting: String(name.prefix(80))))", backend: backend)
+        }
+    }
+}

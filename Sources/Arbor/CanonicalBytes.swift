@@ -1,0 +1,238 @@
+import Foundation
+
+/// Appends the primitives of the canonical format (see FORMAT.md) to a byte buffer.
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    init(capacity: Int = 64) { bytes.reserveCapacity(capacity) }
+
+    mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    /// Unsigned LEB128, shortest form.
+    mutating func varint(_ value: UInt64) {
+        var rest = value
+        while rest >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    mutating func varint(_ value: Int) { varint(UInt64(value)) }
+
+    /// ZigZag, then LEB128: small magnitudes of either sign stay short.
+    mutating func signed(_ value: Int64) {
+        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    mutating func fixed64(_ value: UInt64) {
+        var bigEndian = value.bigEndian
+        withUnsafeBytes(of: &bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func lengthPrefixed<C: Collection>(_ data: C) where C.Element == UInt8 {
+        varint(data.count)
+        bytes.append(contentsOf: data)
+    }
+
+    mutating func string(_ value: String) {
+        var copy = value
+        copy.withUTF8 { lengthPrefixed($0) }
+    }
+
+    mutating func hash(_ value: Hash) { value.append(to: &bytes) }
+}
+
+/// Reads the primitives of the canonical format, rejecting every non-canonical form, so that
+/// one object has exactly one encoding.
+struct ByteReader {
+    let bytes: [UInt8]
+    var offset: Int
+
+    init(_ bytes: [UInt8], offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    var isAtEnd: Bool { offset == bytes.count }
+
+    func corrupt(_ why: String) -> ArborError {
+        ArborError(.corruptObject, "malformed object: \(why) at byte \(offset)")
+    }
+
+    mutating func byte() throws -> UInt8 {
+        guard offset < bytes.count else { throw corrupt("unexpected end") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func varint() throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let next = try byte()
+            if shift == 63 && next > 1 { throw corrupt("varint overflow") }
+            result |= UInt64(next & 0x7F) << shift
+            if next & 0x80 == 0 {
+                if next == 0 && shift > 0 { throw corrupt("non-minimal varint") }
+                return result
+            }
+            shift += 7
+        }
+    }
+
+    mutating func count(limit: Int = 1 << 28) throws -> Int {
+        let value = try varint()
+        guard value <= UInt64(limit), value <= UInt64(bytes.count - offset) * 8 + 8 else {
+            throw corrupt("implausible count \(value)")
+        }
+        return Int(value)
+    }
+
+    mutating func signed() throws -> Int64 {
+        let raw = try varint()
+        return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+
+    mutating func fixed64() throws -> UInt64 {
+        guard bytes.count - offset >= 8 else { throw corrupt("unexpected end") }
+        var value: UInt64 = 0
+        for index in offset..<(offset + 8) { value = (value << 8) | UInt64(bytes[index]) }
+        offset += 8
+        return value
+    }
+
+    mutating func slice() throws -> ArraySlice<UInt8> {
+        let length = try varint()
+        guard length <= UInt64(bytes.count - offset) else { throw corrupt("length past the end") }
+        defer { offset += Int(length) }
+        return bytes[offset..<(offset + Int(length))]
+    }
+
+    mutating func string() throws -> String {
+        let raw = try slice()
+        guard let text = String(validating: raw, as: UTF8.self) else { throw corrupt("invalid UTF-8") }
+        return text
+    }
+
+    mutating func hash() throws -> Hash {
+        guard bytes.count - offset >= 32 else { throw corrupt("unexpected end") }
+        defer { offset += 32 }
+        return Hash(bytes: bytes[offset..<(offset + 32)])!
+    }
+
+    func expectEnd() throws {
+        guard isAtEnd else { throw corrupt("trailing bytes") }
+    }
+}
+
+// MARK: - Property values and records
+
+enum ValueTag: UInt8 {
+    case null = 0, `false`, `true`, int, double, string, date, bytes, reference, child, array, map
+}
+
+extension ByteWriter {
+    mutating func recordKey(_ key: RecordKey) {
+        string(key.type)
+        string(key.id)
+    }
+
+    mutating func value(_ value: PropertyValue) {
+        switch value {
+        case .null: byte(ValueTag.null.rawValue)
+        case .bool(let flag): byte(flag ? ValueTag.true.rawValue : ValueTag.false.rawValue)
+        case .int(let number): byte(ValueTag.int.rawValue); signed(number)
+        case .double(let number): byte(ValueTag.double.rawValue); fixed64(PropertyValue.canonicalBits(number))
+        case .string(let text): byte(ValueTag.string.rawValue); string(text)
+        case .date(let date):
+            byte(ValueTag.date.rawValue)
+            fixed64(PropertyValue.canonicalBits(date.timeIntervalSinceReferenceDate))
+        case .bytes(let data): byte(ValueTag.bytes.rawValue); lengthPrefixed(data)
+        case .reference(let key): byte(ValueTag.reference.rawValue); recordKey(key)
+        case .child(let key): byte(ValueTag.child.rawValue); recordKey(key)
+        case .array(let values):
+            byte(ValueTag.array.rawValue)
+            varint(values.count)
+            for element in values { self.value(element) }
+        case .map(let values):
+            byte(ValueTag.map.rawValue)
+            namedValues(values)
+        }
+    }
+
+    /// Names in UTF-8 byte order, each followed by its value.
+    mutating func namedValues(_ values: [String: PropertyValue]) {
+        varint(values.count)
+        for name in values.keys.sorted(by: utf8Less) {
+            string(name)
+            value(values[name]!)
+        }
+    }
+}
+
+extension ByteReader {
+    mutating func recordKey() throws -> RecordKey {
+        RecordKey(type: try string(), id: try string())
+    }
+
+    mutating func value(depth: Int = 0) throws -> PropertyValue {
+        guard depth < 64 else { throw corrupt("values nested deeper than 64") }
+        guard let tag = ValueTag(rawValue: try byte()) else { throw corrupt("unknown value tag") }
+        switch tag {
+        case .null: return .null
+        case .false: return .bool(false)
+        case .true: return .bool(true)
+        case .int: return .int(try signed())
+        case .double: return .double(try canonicalDouble())
+        case .string: return .string(try string())
+        case .date: return .date(Date(timeIntervalSinceReferenceDate: try canonicalDouble()))
+        case .bytes: return .bytes(Array(try slice()))
+        case .reference: return .reference(try recordKey())
+        case .child: return .child(try recordKey())
+        case .array:
+            let count = try count()
+            var values = [PropertyValue]()
+            values.reserveCapacity(count)
+            for _ in 0..<count { values.append(try value(depth: depth + 1)) }
+            return .array(values)
+        case .map: return .map(try namedValues(depth: depth + 1))
+        }
+    }
+
+    mutating func canonicalDouble() throws -> Double {
+        let bits = try fixed64()
+        let number = Double(bitPattern: bits)
+        if number.isNaN && bits != PropertyValue.canonicalNaNBits { throw corrupt("non-canonical NaN") }
+        return number
+    }
+
+    mutating func namedValues(depth: Int = 0) throws -> [String: PropertyValue] {
+        let count = try count()
+        var result = [String: PropertyValue](minimumCapacity: count)
+        var previous: String?
+        for _ in 0..<count {
+            let name = try string()
+            if let previous, !utf8Less(previous, name) { throw corrupt("names out of order") }
+            result[name] = try value(depth: depth)
+            previous = name
+        }
+        return result
+    }
+}
+
+/// The canonical bytes of a record's properties (its key lives in the index entry).
+enum RecordCoding {
+    static func encode(_ properties: [String: PropertyValue]) -> [UInt8] {
+        var writer = ByteWriter(capacity: 128)
+        writer.namedValues(properties)
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> [String: PropertyValue] {
+        var reader = ByteReader(bytes)
+        let properties = try reader.namedValues()
+        try reader.expectEnd()
+        return properties
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+
+/// Rebuilds `Storable` values from records: the inverse of ``RecordEncoder``.
+public enum RecordDecoder {
+    /// Decodes the value stored in `key`'s record, resolving child properties from `records`.
+    public static func value<Value: Storable>(_ type: Value.Type, key: RecordKey, records: [RecordKey: Record]) throws -> Value {
+        guard let record = records[key] else {
+            throw ArborError(.coding, "record \(key) is not among the records to decode")
+        }
+        let decoder = PropertyDecoder(value: .map(record.properties), records: records, codingPath: [], depth: 0)
+        return try Value(from: decoder)
+    }
+}
+
+struct PropertyDecoder: Decoder {
+    let value: PropertyValue
+    let records: [RecordKey: Record]
+    let codingPath: [any CodingKey]
+    let depth: Int
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        guard case .map(let values) = value else { throw mismatch([String: PropertyValue].self) }
+        return KeyedDecodingContainer(KeyedPropertyDecodingContainer<Key>(decoder: self, values: values))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard case .array(let values) = value else { throw mismatch([PropertyValue].self) }
+        return UnkeyedPropertyDecodingContainer(decoder: self, values: values)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { SinglePropertyDecodingContainer(decoder: self) }
+
+    func mismatch(_ type: Any.Type) -> DecodingError {
+        .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "expected \(type), found \(value)"))
+    }
+
+    func child(_ value: PropertyValue, key: (any CodingKey)?) -> PropertyDecoder {
+        PropertyDecoder(value: value, records: records, codingPath: key.map { codingPath + [$0] } ?? codingPath, depth: depth + 1)
+    }
+
+    func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        switch type {
+        case is Date.Type:
+            guard case .date(let date) = value else { throw mismatch(type) }
+            return date as! T
+        case is Data.Type:
+            guard case .bytes(let bytes) = value else { throw mismatch(type) }
+            return Data(bytes) as! T
+        case is URL.Type:
+            guard case .string(let text) = value, let url = URL(string: text) else { throw mismatch(type) }
+            return url as! T
+        case is Decimal.Type:
+            guard case .string(let text) = value, let decimal = Decimal(string: text) else { throw mismatch(type) }
+            return decimal as! T
+        case let referenceType as any AnyRecordReference.Type:
+            guard case .reference(let key) = value else { throw mismatch(type) }
+            return referenceType.init(referencing: key) as! T
+        default: break
+        }
+        if case .child(let key) = value {
+            guard depth < 256 else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "value tree nested deeper than 256 records")) }
+            guard let record = records[key] else {
+                throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "child record \(key) is missing"))
+            }
+            return try T(from: child(.map(record.properties), key: nil))
+        }
+        return try T(from: self)
+    }
+
+    func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
+        guard case .int(let number) = value else { throw mismatch(type) }
+        guard let result = T(exactly: number) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(number) does not fit in \(type)"))
+        }
+        return result
+    }
+
+    func double() throws -> Double {
+        switch value {
+        case .double(let number): return number
+        case .int(let number): return Double(number)
+        default: throw mismatch(Double.self)
+        }
+    }
+}
+
+struct KeyedPropertyDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let decoder: PropertyDecoder
+    let values: [String: PropertyValue]
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    var allKeys: [Key] { values.keys.sorted(by: utf8Less).compactMap { Key(stringValue: $0) } }
+
+    func contains(_ key: Key) -> Bool { values[key.stringValue] != nil }
+
+    private func child(_ key: Key) throws -> PropertyDecoder {
+        guard let value = values[key.stringValue] else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no property \(key.stringValue)"))
+        }
+        return decoder.child(value, key: key)
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool { values[key.stringValue].map { $0 == .null } ?? true }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        let child = try child(key)
+        guard case .bool(let flag) = child.value else { throw child.mismatch(type) }
+        return flag
+    }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        let child = try child(key)
+        guard case .string(let text) = child.value else { throw child.mismatch(type) }
+        return text
+    }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try child(key).double() }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { Float(try child(key).double()) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try child(key).integer(type) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try child(key).integer(type) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try child(key).integer(type) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try child(key).integer(type) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try child(key).integer(type) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try child(key).integer(type) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try child(key).integer(type) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try child(key).integer(type) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try child(key).integer(type) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try child(key).integer(type) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try child(key).decode(type) }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        try child(key).container(keyedBy: type)
+    }
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer { try child(key).unkeyedContainer() }
+    func superDecoder() throws -> any Decoder { decoder.child(values["super"] ?? .map([:]), key: IndexCodingKey(stringValue: "super")) }
+    func superDecoder(forKey key: Key) throws -> any Decoder { decoder.child(values[key.stringValue] ?? .map([:]), key: key) }
+}
+
+struct UnkeyedPropertyDecodingContainer: UnkeyedDecodingContainer {
+    let decoder: PropertyDecoder
+    let values: [PropertyValue]
+    var currentIndex = 0
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    var count: Int? { values.count }
+    var isAtEnd: Bool { currentIndex >= values.count }
+
+    init(decoder: PropertyDecoder, values: [PropertyValue]) {
+        self.decoder = decoder
+        self.values = values
+    }
+
+    private mutating func next() throws -> PropertyDecoder {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath, debugDescription: "array has only \(values.count) elements"))
+        }
+        defer { currentIndex += 1 }
+        return decoder.child(values[currentIndex], key: IndexCodingKey(intValue: currentIndex))
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd, values[currentIndex] == .null else { return false }
+        currentIndex += 1
+        return true
+    }
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try next().decode(type) }
+    mutating func decode(_ type: String.Type) throws -> String { try next().decode(type) }
+    mutating func decode(_ type: Double.Type) throws -> Double { try next().double() }
+    mutating func decode(_ type: Float.Type) throws -> Float { Float(try next().double()) }
+    mutating func decode(_ type: Int.Type) throws -> Int { try next().integer(type) }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try next().integer(type) }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next().integer(type) }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next().integer(type) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next().integer(type) }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try next().integer(type) }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next().integer(type) }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next().integer(type) }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next().integer(type) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next().integer(type) }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next().decode(type) }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        try next().container(keyedBy: type)
+    }
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try next().unkeyedContainer() }
+    mutating func superDecoder() throws -> any Decoder { try next() }
+}
+
+struct SinglePropertyDecodingContainer: SingleValueDecodingContainer {
+    let decoder: PropertyDecoder
+    var codingPath: [any CodingKey] { decoder.codingPath }
+
+    func decodeNil() -> Bool { decoder.value == .null }
+    func decode(_ type: Bool.Type) throws -> Bool {
+        guard case .bool(let flag) = decoder.value else { throw decoder.mismatch(type) }
+        return flag
+    }
+    func decode(_ type: String.Type) throws -> String {
+        guard case .string(let text) = decoder.value else { throw decoder.mismatch(type) }
+        return text
+    }
+    func decode(_ type: Double.Type) throws -> Double { try decoder.double() }
+    func decode(_ type: Float.Type) throws -> Float { Float(try decoder.double()) }
+    func decode(_ type: Int.Type) throws -> Int { try decoder.integer(type) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try decoder.integer(type) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try decoder.integer(type) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try decoder.integer(type) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try decoder.integer(type) }
+    func decode(_ type: UInt.Type) throws -> UInt { try decoder.integer(type) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.integer(type) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.integer(type) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.integer(type) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.integer(type) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decode(type) }
+}

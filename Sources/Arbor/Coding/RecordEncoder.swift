@@ -1,0 +1,272 @@
+import Foundation
+
+/// Turns a `Storable` value tree into records: one for the value and one for each nested
+/// `Storable`, linked by child properties.
+public enum RecordEncoder {
+    /// The records of `value`'s tree: the root first, then its descendants depth-first.
+    ///
+    /// - Complexity: O(*n*) in the size of the tree.
+    public static func records<Value: Storable>(of value: Value) throws -> [Record] {
+        let context = EncodingContext()
+        _ = try context.record(for: value, typeName: Value.typeName)
+        return context.records
+    }
+
+    /// The id string of a storable value: its `id`, encoded, as text.
+    public static func idString<Value: Storable>(of value: Value) throws -> String {
+        try idString(encoding: value.id, typeName: Value.typeName)
+    }
+
+    static func idString(encoding id: some Encodable, typeName: String) throws -> String {
+        let encoded = try EncodingContext().encodeValue(id, codingPath: [])
+        switch encoded {
+        case .string(let text): return text
+        case .int(let number): return String(number)
+        default:
+            throw ArborError(.coding, "the id of a \(typeName) must encode as a string or an integer, not \(encoded)")
+        }
+    }
+}
+
+/// Collects the records of a tree while it is encoded.
+final class EncodingContext {
+    var records = [Record]()
+    private var seen = Set<RecordKey>()
+
+    func record<Value: Storable>(for value: Value, typeName: String) throws -> RecordKey {
+        let key = RecordKey(type: typeName, id: try RecordEncoder.idString(of: value))
+        try key.validate()
+        guard seen.insert(key).inserted else {
+            throw ArborError(.coding, "the value tree holds \(key) twice; a child record has one owner")
+        }
+        let index = records.count
+        records.append(Record(key: key, properties: [:]))
+        guard case .map(let properties) = try encodeValue(value, codingPath: [], isRoot: true) else {
+            throw ArborError(.coding, "a \(typeName) must encode as a keyed container (a struct or class)")
+        }
+        records[index].properties = properties
+        return key
+    }
+
+    /// Encodes one value, recognising the kinds records store natively.
+    func encodeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey], isRoot: Bool = false) throws -> PropertyValue {
+        switch value {
+        case let date as Date: return .date(date)
+        case let data as Data: return .bytes(Array(data))
+        case let url as URL: return .string(url.absoluteString)
+        case let reference as any AnyRecordReference: return .reference(reference.key)
+        case let decimal as Decimal: return .string(decimal.description)
+        default: break
+        }
+        if !isRoot, let storable = value as? any Storable {
+            return .child(try childRecord(storable))
+        }
+        let encoder = PropertyEncoder(context: self, codingPath: codingPath)
+        try value.encode(to: encoder)
+        return encoder.storage.resolved()
+    }
+
+    private func childRecord<Value: Storable>(_ value: Value) throws -> RecordKey {
+        try record(for: value, typeName: Value.typeName)
+    }
+}
+
+/// Where an encoder writes: a value, or a map or array of further slots, filled in later.
+final class EncodingSlot {
+    enum Content {
+        case empty
+        case value(PropertyValue)
+        case map([String: EncodingSlot], order: [String])
+        case array([EncodingSlot])
+    }
+
+    var content: Content = .empty
+
+    func resolved() -> PropertyValue {
+        switch content {
+        case .empty: .map([:])
+        case .value(let value): value
+        case .map(let slots, _): .map(slots.mapValues { $0.resolved() })
+        case .array(let slots): .array(slots.map { $0.resolved() })
+        }
+    }
+
+    func mapSlot(_ key: String) -> EncodingSlot {
+        var (slots, order): ([String: EncodingSlot], [String])
+        if case .map(let existing, let existingOrder) = content { (slots, order) = (existing, existingOrder) } else { (slots, order) = ([:], []) }
+        if let slot = slots[key] { return slot }
+        let slot = EncodingSlot()
+        slots[key] = slot
+        order.append(key)
+        content = .map(slots, order: order)
+        return slot
+    }
+
+    func ensureMap() { if case .map = content {} else { content = .map([:], order: []) } }
+    func ensureArray() { if case .array = content {} else { content = .array([]) } }
+
+    func appendSlot() -> EncodingSlot {
+        ensureArray()
+        guard case .array(var slots) = content else { return EncodingSlot() }
+        let slot = EncodingSlot()
+        slots.append(slot)
+        content = .array(slots)
+        return slot
+    }
+
+    var arrayCount: Int { if case .array(let slots) = content { slots.count } else { 0 } }
+}
+
+struct PropertyEncoder: Encoder {
+    let context: EncodingContext
+    let codingPath: [any CodingKey]
+    let storage: EncodingSlot
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(context: EncodingContext, codingPath: [any CodingKey], storage: EncodingSlot = EncodingSlot()) {
+        self.context = context
+        self.codingPath = codingPath
+        self.storage = storage
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        storage.ensureMap()
+        return KeyedEncodingContainer(KeyedPropertyContainer<Key>(encoder: self))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        storage.ensureArray()
+        return UnkeyedPropertyContainer(encoder: self)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer { SinglePropertyContainer(encoder: self) }
+
+    func encode<T: Encodable>(_ value: T, into slot: EncodingSlot, key: (any CodingKey)?) throws {
+        let path = key.map { codingPath + [$0] } ?? codingPath
+        slot.content = .value(try context.encodeValue(value, codingPath: path))
+    }
+
+    static func integer<T: BinaryInteger>(_ value: T, at path: [any CodingKey]) throws -> PropertyValue {
+        guard let number = Int64(exactly: value) else {
+            throw EncodingError.invalidValue(value, .init(codingPath: path, debugDescription: "\(value) does not fit in a 64-bit signed integer, the integer kind Arbor stores"))
+        }
+        return .int(number)
+    }
+}
+
+struct KeyedPropertyContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: PropertyEncoder
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private func set(_ value: PropertyValue, _ key: Key) { encoder.storage.mapSlot(key.stringValue).content = .value(value) }
+
+    mutating func encodeNil(forKey key: Key) throws { set(.null, key) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { set(.bool(value), key) }
+    mutating func encode(_ value: String, forKey key: Key) throws { set(.string(value), key) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { set(.double(value), key) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { set(.double(Double(value)), key) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { set(.int(Int64(value)), key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { set(.int(Int64(value)), key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { set(.int(Int64(value)), key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { set(.int(Int64(value)), key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { set(.int(value), key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { set(try PropertyEncoder.integer(value, at: codingPath + [key]), key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { set(.int(Int64(value)), key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { set(.int(Int64(value)), key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { set(.int(Int64(value)), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { set(try PropertyEncoder.integer(value, at: codingPath + [key]), key) }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        try encoder.encode(value, into: encoder.storage.mapSlot(key.stringValue), key: key)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        let slot = encoder.storage.mapSlot(key.stringValue)
+        return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: slot).container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let slot = encoder.storage.mapSlot(key.stringValue)
+        return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: slot).unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        PropertyEncoder(context: encoder.context, codingPath: codingPath, storage: encoder.storage.mapSlot("super"))
+    }
+
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: encoder.storage.mapSlot(key.stringValue))
+    }
+}
+
+struct IndexCodingKey: CodingKey {
+    var stringValue: String
+    var intValue: Int?
+    init(stringValue: String) { self.stringValue = stringValue }
+    init(intValue: Int) { self.stringValue = String(intValue); self.intValue = intValue }
+}
+
+struct UnkeyedPropertyContainer: UnkeyedEncodingContainer {
+    let encoder: PropertyEncoder
+    var codingPath: [any CodingKey] { encoder.codingPath }
+    var count: Int { encoder.storage.arrayCount }
+
+    private func append(_ value: PropertyValue) { encoder.storage.appendSlot().content = .value(value) }
+
+    mutating func encodeNil() throws { append(.null) }
+    mutating func encode(_ value: Bool) throws { append(.bool(value)) }
+    mutating func encode(_ value: String) throws { append(.string(value)) }
+    mutating func encode(_ value: Double) throws { append(.double(value)) }
+    mutating func encode(_ value: Float) throws { append(.double(Double(value))) }
+    mutating func encode(_ value: Int) throws { append(.int(Int64(value))) }
+    mutating func encode(_ value: Int8) throws { append(.int(Int64(value))) }
+    mutating func encode(_ value: Int16) throws { append(.int(Int64(value))) }
+    mutating func encode(_ value: Int32) throws { append(.int(Int64(value))) }
+    mutating func encode(_ value: Int64) throws { append(.int(value)) }
+    mutating func encode(_ value: UInt) throws { append(try PropertyEncoder.integer(value, at: codingPath)) }
+    mutating func encode(_ value: UInt8) throws { append(.int(Int64(value))) }
+    mutating func encode(_ value: UInt16) throws { append(.int(Int64(value))) }
+    mutating func encode(_ value: UInt32) throws { append(.int(Int64(value))) }
+    mutating func encode(_ value: UInt64) throws { append(try PropertyEncoder.integer(value, at: codingPath)) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        let key = IndexCodingKey(intValue: count)
+        try encoder.encode(value, into: encoder.storage.appendSlot(), key: key)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let key = IndexCodingKey(intValue: count)
+        return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: encoder.storage.appendSlot()).container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let key = IndexCodingKey(intValue: count)
+        return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: encoder.storage.appendSlot()).unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        PropertyEncoder(context: encoder.context, codingPath: codingPath, storage: encoder.storage.appendSlot())
+    }
+}
+
+struct SinglePropertyContainer: SingleValueEncodingContainer {
+    let encoder: PropertyEncoder
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private func set(_ value: PropertyValue) { encoder.storage.content = .value(value) }
+
+    mutating func encodeNil() throws { set(.null) }
+    mutating func encode(_ value: Bool) throws { set(.bool(value)) }
+    mutating func encode(_ value: String) throws { set(.string(value)) }
+    mutating func encode(_ value: Double) throws { set(.double(value)) }
+    mutating func encode(_ value: Float) throws { set(.double(Double(value))) }
+    mutating func encode(_ value: Int) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: Int8) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: Int16) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: Int32) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: Int64) throws { set(.int(value)) }
+    mutating func encode(_ value: UInt) throws { set(try PropertyEncoder.integer(value, at: codingPath)) }
+    mutating func encode(_ value: UInt8) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: UInt16) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: UInt32) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: UInt64) throws { set(try PropertyEncoder.integer(value, at: codingPath)) }
+    mutating func encode<T: Encodable>(_ value: T) throws { try encoder.encode(value, into: encoder.storage, key: nil) }
+}

@@ -1,0 +1,98 @@
+import Crypto
+import Foundation
+
+/// The SHA-256 of an object's canonical bytes: the object's only name.
+///
+/// Stored as four big-endian 64-bit words so that hashing, equality and ordering are cheap;
+/// the ordering is the ordering of the 32 bytes.
+public struct Hash: Hashable, Comparable, Sendable, CustomStringConvertible {
+    @usableFromInline var w0: UInt64
+    @usableFromInline var w1: UInt64
+    @usableFromInline var w2: UInt64
+    @usableFromInline var w3: UInt64
+
+    /// The number of bytes in a hash.
+    public static let byteCount = 32
+
+    /// Creates a hash from exactly 32 bytes, or returns `nil` for any other length.
+    public init?<Bytes: Collection>(bytes: Bytes) where Bytes.Element == UInt8 {
+        guard bytes.count == Hash.byteCount else { return nil }
+        var words: [UInt64] = [0, 0, 0, 0]
+        for (offset, byte) in bytes.enumerated() {
+            words[offset / 8] = (words[offset / 8] << 8) | UInt64(byte)
+        }
+        (w0, w1, w2, w3) = (words[0], words[1], words[2], words[3])
+    }
+
+    /// Parses 64 hexadecimal digits (either case), or returns `nil`.
+    public init?(hex: some StringProtocol) {
+        let utf8 = Array(hex.utf8)
+        guard utf8.count == 64 else { return nil }
+        var words: [UInt64] = [0, 0, 0, 0]
+        for (offset, character) in utf8.enumerated() {
+            guard let nibble = Hash.nibble(character) else { return nil }
+            words[offset / 16] = (words[offset / 16] << 4) | UInt64(nibble)
+        }
+        (w0, w1, w2, w3) = (words[0], words[1], words[2], words[3])
+    }
+
+    /// The SHA-256 of `bytes`.
+    ///
+    /// - Complexity: O(*n*) in the number of bytes.
+    public static func of(_ bytes: [UInt8]) -> Hash {
+        let digest = bytes.withUnsafeBytes { SHA256.hash(data: $0) }
+        return digest.withUnsafeBytes { Hash(bytes: $0)! }
+    }
+
+    /// The 32 bytes of the hash.
+    public var bytes: [UInt8] {
+        var result = [UInt8]()
+        result.reserveCapacity(32)
+        for word in [w0, w1, w2, w3] {
+            for shift in stride(from: 56, through: 0, by: -8) { result.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+        }
+        return result
+    }
+
+    /// Appends the 32 bytes of the hash to `buffer`.
+    @inlinable
+    public func append(to buffer: inout [UInt8]) {
+        for word in [w0, w1, w2, w3] {
+            var bigEndian = word.bigEndian
+            withUnsafeBytes(of: &bigEndian) { buffer.append(contentsOf: $0) }
+        }
+    }
+
+    /// 64 lowercase hexadecimal digits.
+    public var hex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var characters = [UInt8]()
+        characters.reserveCapacity(64)
+        for byte in bytes {
+            characters.append(digits[Int(byte >> 4)])
+            characters.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: characters, as: UTF8.self)
+    }
+
+    public var description: String { hex }
+
+    /// The first `length` hexadecimal digits, as used for abbreviated versions.
+    public func abbreviated(_ length: Int = 12) -> String { String(hex.prefix(length)) }
+
+    public static func < (lhs: Hash, rhs: Hash) -> Bool {
+        (lhs.w0, lhs.w1, lhs.w2, lhs.w3) < (rhs.w0, rhs.w1, rhs.w2, rhs.w3)
+    }
+
+    /// The first 32 bits, used where a hash serves as a well-mixed random number.
+    var prefix32: UInt32 { UInt32(truncatingIfNeeded: w0 >> 32) }
+
+    private static func nibble(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

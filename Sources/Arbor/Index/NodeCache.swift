@@ -1,0 +1,129 @@
+import Synchronization
+
+/// A bounded cache of decoded index nodes, shared by every operation of a store.
+///
+/// Objects are immutable, so a cached node can never be stale. Eviction is by generations: when
+/// the young generation fills, it becomes the old one and the previous old one is dropped; a hit
+/// in the old generation is promoted. That keeps the recently used nodes at O(1) cost per access.
+final class NodeCache: Sendable {
+    private struct Generations {
+        var young: [Hash: IndexNode] = [:]
+        var old: [Hash: IndexNode] = [:]
+    }
+
+    private let generations = Mutex(Generations())
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func node(_ hash: Hash) -> IndexNode? {
+        guard capacity > 0 else { return nil }
+        return generations.withLock { state in
+            if let node = state.young[hash] { return node }
+            guard let node = state.old[hash] else { return nil }
+            Self.insert(node, hash, into: &state, capacity: capacity)
+            return node
+        }
+    }
+
+    func insert(_ node: IndexNode, for hash: Hash) {
+        guard capacity > 0 else { return }
+        generations.withLock { Self.insert(node, hash, into: &$0, capacity: capacity) }
+    }
+
+    private static func insert(_ node: IndexNode, _ hash: Hash, into state: inout Generations, capacity: Int) {
+        if state.young.count >= max(capacity / 2, 1) {
+            state.old = state.young
+            state.young = [:]
+        }
+        state.young[hash] = node
+    }
+}
+
+/// Reads and writes index nodes for one operation: verified reads, batched fetches, counting.
+///
+/// Not shared between tasks: each operation makes its own, on top of the store's ``NodeCache``.
+final class NodeSource {
+    let backend: any Backend
+    let cache: NodeCache
+    /// Nodes fetched from the backend (cache misses) during this operation.
+    private(set) var nodesRead = 0
+    /// Nodes this operation created, by hash, not yet written.
+    private(set) var created: [Hash: (node: IndexNode, bytes: [UInt8])] = [:]
+
+    init(backend: any Backend, cache: NodeCache) {
+        self.backend = backend
+        self.cache = cache
+    }
+
+    func node(_ hash: Hash) async throws -> IndexNode {
+        if let created = created[hash] { return created.node }
+        if let cached = cache.node(hash) { return cached }
+        return try await nodes([hash])[0]
+    }
+
+    /// The nodes `hashes` in order, fetching every missing one in a single batch.
+    func nodes(_ hashes: [Hash]) async throws -> [IndexNode] {
+        var found = [Hash: IndexNode]()
+        var missing = [Hash]()
+        for hash in hashes where found[hash] == nil {
+            if let node = created[hash]?.node ?? cache.node(hash) { found[hash] = node } else { missing.append(hash) }
+        }
+        if !missing.isEmpty {
+            let fetched = try await ObjectFetch.verified(missing, from: backend)
+            nodesRead += missing.count
+            for hash in missing {
+                let node: IndexNode
+                do { node = try IndexNode.decode(fetched[hash]!) } catch let error as ArborError {
+                    throw ArborError(.corruptObject, "index node \(hash) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
+                }
+                cache.insert(node, for: hash)
+                found[hash] = node
+            }
+        }
+        return hashes.map { found[$0]! }
+    }
+
+    /// Records a new node and returns its hash; nothing is written until ``flush(root:)``.
+    func create(_ node: IndexNode) -> Hash {
+        let bytes = node.encoded()
+        let hash = Hash.of(bytes)
+        created[hash] = (node, bytes)
+        return hash
+    }
+
+    /// The new nodes reachable from `root`, children first, ready to be written.
+    /// Nodes created and then abandoned by the edit (collapsed levels) are dropped.
+    func newObjects(reachableFrom root: Hash) -> [(hash: Hash, bytes: [UInt8])] {
+        var result = [(hash: Hash, bytes: [UInt8])]()
+        var visited = Set<Hash>()
+        func visit(_ hash: Hash) {
+            guard let (node, bytes) = created[hash], visited.insert(hash).inserted else { return }
+            if node.level > 0 {
+                for entry in node.entries { if case .node(let child, _) = entry.payload { visit(child) } }
+            }
+            result.append((hash, bytes))
+        }
+        visit(root)
+        for (hash, bytes) in result { cache.insert(created[hash]!.node, for: hash); _ = bytes }
+        return result
+    }
+}
+
+/// Fetching objects with their hashes checked.
+enum ObjectFetch {
+    /// Fetches `hashes`; throws ``ArborError/Code/missingObject`` for one that is absent and
+    /// ``ArborError/Code/corruptObject`` for one whose bytes do not match its hash.
+    static func verified(_ hashes: [Hash], from backend: any Backend) async throws -> [Hash: [UInt8]] {
+        let objects = try await backend.get(hashes)
+        for hash in hashes {
+            guard let bytes = objects[hash] else {
+                throw ArborError(.missingObject, "object \(hash) is missing", backend: backend.engineName, operation: "get")
+            }
+            guard Hash.of(bytes) == hash else {
+                throw ArborError(.corruptObject, "object \(hash) does not match its hash", backend: backend.engineName, operation: "get")
+            }
+        }
+        return objects
+    }
+}

@@ -1,0 +1,161 @@
+/// One change at one level: set `key` to `payload`, or remove it when `payload` is `nil`.
+struct IndexEdit {
+    var key: [UInt8]
+    var payload: IndexPayload?
+}
+
+extension ProllyTree {
+    /// Applies `edits` (sorted by key, one per key) to the tree at `root` and returns the new root.
+    ///
+    /// Works level by level. On each level only the nodes that hold an edited key are rewritten,
+    /// plus the following node whenever a rewritten run no longer ends on a boundary (its last key
+    /// was removed). The rewritten nodes become the edits of the level above. So a commit of `k`
+    /// changes reads and writes O(k log n) nodes, and the result is the same tree a rebuild from
+    /// scratch would give.
+    ///
+    /// New nodes are kept in `source` until the caller writes them (``NodeSource/newObjects(reachableFrom:)``).
+    static func apply(_ edits: [IndexEdit], to rootHash: Hash, source: NodeSource) async throws -> Hash {
+        guard !edits.isEmpty else { return rootHash }
+        let oldRoot = try await source.node(rootHash)
+        try await prefetch(edits.map(\.key), root: oldRoot, source: source)
+
+        var levelEdits = edits
+        var level = 0
+        var newRoot: Hash
+        while true {
+            if levelEdits.isEmpty { return rootHash }
+            let removed: [IndexNode]
+            let added: [IndexNode]
+            if level > oldRoot.level {
+                // Above the old root the old level held only the (now replaced) old root.
+                removed = []
+                added = chunk(levelEdits.compactMap { edit in edit.payload.map { IndexEntry(key: edit.key, payload: $0) } }, level: level)
+            } else {
+                (removed, added) = try await rewrite(level: level, edits: levelEdits, root: oldRoot, source: source)
+            }
+            if level >= oldRoot.level && added.count <= 1 {
+                newRoot = added.first.map(source.create) ?? source.create(.empty)
+                break
+            }
+            levelEdits = parentEdits(removed: removed, added: added, source: source)
+            level += 1
+        }
+        // The root is the lowest level with a single node: drop branches with one child.
+        var root = try await source.node(newRoot)
+        while root.level > 0, root.entries.count == 1, case .node(let child, _) = root.entries[0].payload {
+            newRoot = child
+            root = try await source.node(child)
+        }
+        return newRoot
+    }
+
+    /// The edits for level `L + 1` after level `L` replaced `removed` by `added`, minus no-ops.
+    private static func parentEdits(removed: [IndexNode], added: [IndexNode], source: NodeSource) -> [IndexEdit] {
+        var old = [[UInt8]: Hash]()
+        var changes = [[UInt8]: IndexPayload?]()
+        for node in removed {
+            guard let key = node.lastKey else { continue }
+            changes[key] = .some(nil)
+            old[key] = Hash.of(node.encoded())
+        }
+        for node in added {
+            let hash = source.create(node)
+            let key = node.lastKey!
+            if old[key] == hash { changes[key] = nil } else { changes[key] = .node(hash, count: node.recordCount) }
+        }
+        return changes.map { IndexEdit(key: $0.key, payload: $0.value) }.sorted { compareKeys($0.key, $1.key) < 0 }
+    }
+
+    /// Splits a sorted run of entries into nodes at `level` by the boundary rule.
+    static func chunk(_ entries: [IndexEntry], level: Int) -> [IndexNode] {
+        var nodes = [IndexNode]()
+        var run = [IndexEntry]()
+        for entry in entries {
+            run.append(entry)
+            if isBoundary(entry.key, level: level) {
+                nodes.append(IndexNode(level: level, entries: run))
+                run.removeAll(keepingCapacity: true)
+            }
+        }
+        if !run.isEmpty { nodes.append(IndexNode(level: level, entries: run)) }
+        return nodes
+    }
+
+    /// Rewrites the nodes of one level that `edits` touch. Returns the old nodes replaced and the
+    /// new nodes that replace them.
+    private static func rewrite(
+        level: Int, edits: [IndexEdit], root: IndexNode, source: NodeSource
+    ) async throws -> (removed: [IndexNode], added: [IndexNode]) {
+        var removed = [IndexNode]()
+        var added = [IndexNode]()
+        var cursor = LevelCursor(source: source, root: root, level: level)
+        var next = 0
+        while next < edits.count {
+            try await cursor.seek(edits[next].key)
+            var run = [IndexEntry]()
+            while true {
+                let node = cursor.node
+                removed.append(node)
+                let isLast = !cursor.hasNext
+                // Edits up to this node's last key belong here; past the level's last key, all do.
+                let upper = isLast ? nil : node.lastKey
+                var position = 0
+                func emit(_ entry: IndexEntry) {
+                    run.append(entry)
+                    if isBoundary(entry.key, level: level) {
+                        added.append(IndexNode(level: level, entries: run))
+                        run.removeAll(keepingCapacity: true)
+                    }
+                }
+                while next < edits.count, upper.map({ compareKeys(edits[next].key, $0) <= 0 }) ?? true {
+                    let edit = edits[next]
+                    while position < node.entries.count, compareKeys(node.entries[position].key, edit.key) < 0 {
+                        emit(node.entries[position])
+                        position += 1
+                    }
+                    if position < node.entries.count, compareKeys(node.entries[position].key, edit.key) == 0 {
+                        position += 1
+                    }
+                    if let payload = edit.payload { emit(IndexEntry(key: edit.key, payload: payload)) }
+                    next += 1
+                }
+                while position < node.entries.count {
+                    emit(node.entries[position])
+                    position += 1
+                }
+                if run.isEmpty { break }
+                if isLast {
+                    added.append(IndexNode(level: level, entries: run))
+                    break
+                }
+                // The run ends without a boundary: it continues into the next node.
+                guard try await cursor.advance() else { break }
+            }
+        }
+        return (removed, added)
+    }
+
+    /// Loads, level by level and in one batch per level, every node on the paths to `keys`, so
+    /// that the edit itself runs from the cache (one round trip per level on remote engines).
+    static func prefetch(_ keys: [[UInt8]], root: IndexNode, source: NodeSource) async throws {
+        var frontier: [(node: IndexNode, keys: ArraySlice<[UInt8]>)] = [(root, keys[...])]
+        while let first = frontier.first, first.node.level > 0 {
+            var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
+            for (node, nodeKeys) in frontier {
+                var start = nodeKeys.startIndex
+                while start < nodeKeys.endIndex {
+                    let index = node.childIndex(covering: nodeKeys[start])
+                    var end = start + 1
+                    let limit = node.entries[index].key
+                    let isLast = index == node.entries.count - 1
+                    while end < nodeKeys.endIndex, isLast || compareKeys(nodeKeys[end], limit) <= 0 { end += 1 }
+                    guard case .node(let child, _) = node.entries[index].payload else { break }
+                    next.append((child, nodeKeys[start..<end]))
+                    start = end
+                }
+            }
+            let nodes = try await source.nodes(next.map(\.hash))
+            frontier = zip(nodes, next).map { ($0, $1.keys) }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+extension ProllyTree {
+    /// The payloads stored under `keys` (sorted), fetching each level's nodes in one batch.
+    ///
+    /// - Complexity: O(k log n) node reads for `k` keys in a tree of `n` records.
+    static func lookup(_ keys: [[UInt8]], root rootHash: Hash, source: NodeSource) async throws -> [[UInt8]: IndexPayload] {
+        guard !keys.isEmpty else { return [:] }
+        let root = try await source.node(rootHash)
+        var frontier: [(node: IndexNode, keys: ArraySlice<[UInt8]>)] = [(root, keys[...])]
+        var result = [[UInt8]: IndexPayload]()
+        while !frontier.isEmpty {
+            if frontier[0].node.level == 0 {
+                for (leaf, leafKeys) in frontier {
+                    for key in leafKeys {
+                        let index = leaf.entries.isEmpty ? 0 : leaf.childIndex(covering: key)
+                        if index < leaf.entries.count, leaf.entries[index].key == key {
+                            result[key] = leaf.entries[index].payload
+                        }
+                    }
+                }
+                break
+            }
+            var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
+            for (node, nodeKeys) in frontier {
+                var start = nodeKeys.startIndex
+                while start < nodeKeys.endIndex {
+                    let index = node.childIndex(covering: nodeKeys[start])
+                    let limit = node.entries[index].key
+                    var end = start + 1
+                    while end < nodeKeys.endIndex, compareKeys(nodeKeys[end], limit) <= 0 { end += 1 }
+                    if case .node(let child, _) = node.entries[index].payload { next.append((child, nodeKeys[start..<end])) }
+                    start = end
+                }
+            }
+            let nodes = try await source.nodes(next.map(\.hash))
+            frontier = zip(nodes, next).map { ($0, $1.keys) }
+        }
+        return result
+    }
+
+    /// Calls `body` with every entry whose key starts with `prefix`, in key order, one leaf at a time.
+    ///
+    /// - Complexity: O(log n + m) node reads for `m` matching records; the leaves of each branch
+    ///   are fetched in one batch.
+    static func scan(
+        prefix: [UInt8], root rootHash: Hash, source: NodeSource, _ body: ([IndexEntry]) async throws -> Void
+    ) async throws {
+        let root = try await source.node(rootHash)
+        try await scan(node: root, prefix: prefix, source: source, body)
+    }
+
+    /// Returns `false` once past the prefix, so callers stop walking.
+    @discardableResult
+    private static func scan(
+        node: IndexNode, prefix: [UInt8], source: NodeSource, _ body: ([IndexEntry]) async throws -> Void
+    ) async throws -> Bool {
+        if node.level == 0 {
+            let matching = node.entries.filter { $0.key.starts(with: prefix) }
+            if !matching.isEmpty { try await body(matching) }
+            if let last = node.lastKey, compareKeys(last, prefix) > 0, !last.starts(with: prefix) { return false }
+            return true
+        }
+        // Children that may hold the prefix: from the first whose last key reaches the prefix
+        // to the first whose last key is past every key with the prefix.
+        var wanted = [Hash]()
+        var index = node.childIndex(covering: prefix)
+        while index < node.entries.count {
+            guard case .node(let child, _) = node.entries[index].payload else { break }
+            wanted.append(child)
+            let key = node.entries[index].key
+            if compareKeys(key, prefix) > 0 && !key.starts(with: prefix) { break }
+            index += 1
+        }
+        for child in try await source.nodes(wanted) {
+            if try await !scan(node: child, prefix: prefix, source: source, body) { return false }
+        }
+        return true
+    }
+
+    /// Calls `body` with every entry, in key order.
+    static func forEachEntry(root: Hash, source: NodeSource, _ body: ([IndexEntry]) async throws -> Void) async throws {
+        try await scan(prefix: [], root: root, source: source, body)
+    }
+}

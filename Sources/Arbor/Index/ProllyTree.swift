@@ -1,0 +1,136 @@
+/// The shape rules of the index: a prolly tree whose node boundaries depend on keys alone.
+///
+/// An entry at level `L` ends its node when a 64-bit hash of its key salted with `L` falls in the
+/// lowest 1/32 of the range. Since that decision looks at nothing but the key, the same set of
+/// records always yields the same nodes and the same root hash, whatever order it was written in.
+enum ProllyTree {
+    /// On average one entry in `fanout` ends a node.
+    static let fanout: UInt64 = 32
+    /// Records whose canonical bytes are longer than this are stored as blob objects.
+    static let inlineLimit = 1024
+
+    @inline(__always)
+    static func boundaryHash(_ key: [UInt8], level: Int) -> UInt64 {
+        // FNV-1a over the key, seeded with the level, then the MurmurHash3 finalizer for mixing.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325 ^ (UInt64(level) &* 0x9E37_79B9_7F4A_7C15)
+        key.withUnsafeBufferPointer { buffer in
+            for byte in buffer { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        }
+        hash ^= hash >> 33
+        hash &*= 0xff51_afd7_ed55_8ccd
+        hash ^= hash >> 33
+        hash &*= 0xc4ce_b9fe_1a85_ec53
+        hash ^= hash >> 33
+        return hash
+    }
+
+    @inline(__always)
+    static func isBoundary(_ key: [UInt8], level: Int) -> Bool {
+        boundaryHash(key, level: level) < UInt64.max / fanout
+    }
+
+    /// The payload that stores `properties` as a record: inline, or a blob for large records.
+    static func payload(forRecord bytes: [UInt8]) -> (payload: IndexPayload, blob: (Hash, [UInt8])?) {
+        guard bytes.count > inlineLimit else { return (.inline(bytes), nil) }
+        let blob = Blob.encode(record: bytes)
+        let hash = Hash.of(blob)
+        return (.blob(hash), (hash, blob))
+    }
+}
+
+/// Byte-wise three-way comparison of keys.
+@inline(__always)
+func compareKeys(_ lhs: [UInt8], _ rhs: [UInt8]) -> Int {
+    lhs.withUnsafeBufferPointer { a in
+        rhs.withUnsafeBufferPointer { b in
+            let common = min(a.count, b.count)
+            if common > 0 {
+                let order = memcmpBytes(a.baseAddress!, b.baseAddress!, common)
+                if order != 0 { return order }
+            }
+            return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+        }
+    }
+}
+
+@inline(__always)
+private func memcmpBytes(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ count: Int) -> Int {
+    for index in 0..<count where a[index] != b[index] { return a[index] < b[index] ? -1 : 1 }
+    return 0
+}
+
+extension IndexNode {
+    /// The index of the first entry whose key is at least `key`, or the last entry if none is:
+    /// the child of a branch that covers `key`.
+    func childIndex(covering key: [UInt8]) -> Int {
+        var low = 0
+        var high = entries.count - 1
+        while low < high {
+            let middle = (low + high) / 2
+            if compareKeys(entries[middle].key, key) < 0 { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    var childHashes: [Hash] {
+        entries.compactMap { if case .node(let hash, _) = $0.payload { hash } else { nil } }
+    }
+}
+
+/// A position on one level of the tree: the path from the root down to one node at that level.
+struct LevelCursor {
+    let source: NodeSource
+    let level: Int
+    let root: IndexNode
+    /// Branches from the root down to the parent of `node`, with the index taken in each.
+    private(set) var path: [(node: IndexNode, index: Int)] = []
+    private(set) var node: IndexNode
+
+    init(source: NodeSource, root: IndexNode, level: Int) {
+        self.source = source
+        self.root = root
+        self.level = level
+        self.node = root
+    }
+
+    /// Moves to the node at `level` that covers `key`: the first whose last key is at least `key`,
+    /// or the level's last node.
+    mutating func seek(_ key: [UInt8]) async throws {
+        path.removeAll(keepingCapacity: true)
+        var current = root
+        while current.level > level {
+            let index = current.childIndex(covering: key)
+            path.append((current, index))
+            guard case .node(let child, _) = current.entries[index].payload else { throw malformed() }
+            current = try await source.node(child)
+        }
+        node = current
+    }
+
+    var hasNext: Bool { path.contains { $0.index < $0.node.entries.count - 1 } }
+
+    /// Moves to the next node on the level. Returns `false` at the level's end.
+    mutating func advance() async throws -> Bool {
+        while let last = path.last, last.index >= last.node.entries.count - 1 { path.removeLast() }
+        guard !path.isEmpty else { return false }
+        path[path.count - 1].index += 1
+        var current = try await child(of: path[path.count - 1])
+        while current.level > level {
+            path.append((current, 0))
+            current = try await child(of: (current, 0))
+        }
+        node = current
+        return true
+    }
+
+    private func child(of step: (node: IndexNode, index: Int)) async throws -> IndexNode {
+        guard case .node(let hash, _) = step.node.entries[step.index].payload else { throw malformed() }
+        let child = try await source.node(hash)
+        guard child.level == step.node.level - 1 else { throw malformed() }
+        return child
+    }
+
+    private func malformed() -> ArborError {
+        ArborError(.corruptObject, "malformed index: a branch entry does not name a node one level down")
+    }
+}

@@ -1,0 +1,279 @@
+import Foundation
+
+/// The first byte of every Arbor object: the format marker and version (format 1).
+let objectFormatMarker: UInt8 = 0xA1
+
+/// What an object is; the second byte of its canonical bytes.
+public enum ObjectKind: UInt8, Sendable, CaseIterable {
+    /// An index node at level 0, holding records.
+    case leaf = 1
+    /// An index node above level 0, holding child nodes.
+    case branch = 2
+    /// A version.
+    case commit = 3
+    /// A record too large to sit inline in a leaf.
+    case blob = 4
+    /// The set of heads of a store, which the `heads` ref points to.
+    case headSet = 5
+
+    var name: String {
+        switch self {
+        case .leaf: "leaf"
+        case .branch: "branch"
+        case .commit: "commit"
+        case .blob: "blob"
+        case .headSet: "heads"
+        }
+    }
+
+    /// The kind of the object `bytes`, or `nil` if they are not an Arbor object of this format.
+    public static func of(_ bytes: [UInt8]) -> ObjectKind? {
+        guard bytes.count >= 2, bytes[0] == objectFormatMarker else { return nil }
+        return ObjectKind(rawValue: bytes[1])
+    }
+}
+
+extension ByteWriter {
+    static func object(_ kind: ObjectKind, capacity: Int = 256) -> ByteWriter {
+        var writer = ByteWriter(capacity: capacity)
+        writer.byte(objectFormatMarker)
+        writer.byte(kind.rawValue)
+        return writer
+    }
+}
+
+extension ByteReader {
+    static func object(_ bytes: [UInt8], expecting kind: ObjectKind) throws -> ByteReader {
+        var reader = ByteReader(bytes)
+        guard try reader.byte() == objectFormatMarker else {
+            throw reader.corrupt("not an Arbor format-1 object")
+        }
+        let found = try reader.byte()
+        guard found == kind.rawValue else {
+            throw reader.corrupt("expected a \(kind.name), found kind \(found)")
+        }
+        return reader
+    }
+}
+
+// MARK: - Index nodes
+
+/// What an index entry holds: a record (inline, or in a blob object) or a child node.
+enum IndexPayload: Equatable, Sendable {
+    /// The canonical bytes of the record's properties.
+    case inline([UInt8])
+    /// A record stored as its own blob object.
+    case blob(Hash)
+    /// A child node and the number of records below it.
+    case node(Hash, count: UInt64)
+
+    var recordCount: UInt64 {
+        if case .node(_, let count) = self { return count }
+        return 1
+    }
+}
+
+struct IndexEntry: Equatable, Sendable {
+    /// The record's key bytes (leaf) or the last key below the child (branch).
+    var key: [UInt8]
+    var payload: IndexPayload
+}
+
+/// One node of the prolly tree. Level 0 nodes are leaves.
+struct IndexNode: Sendable {
+    var level: Int
+    var entries: [IndexEntry]
+
+    static let empty = IndexNode(level: 0, entries: [])
+
+    var lastKey: [UInt8]? { entries.last?.key }
+    var recordCount: UInt64 { entries.reduce(0) { $0 + $1.payload.recordCount } }
+
+    func encoded() -> [UInt8] {
+        var writer = ByteWriter.object(level == 0 ? .leaf : .branch, capacity: 64 + entries.count * 120)
+        if level > 0 { writer.varint(level) }
+        writer.varint(entries.count)
+        for entry in entries {
+            writer.lengthPrefixed(entry.key)
+            switch entry.payload {
+            case .inline(let bytes): writer.byte(0); writer.lengthPrefixed(bytes)
+            case .blob(let hash): writer.byte(1); writer.hash(hash)
+            case .node(let hash, let count): writer.hash(hash); writer.varint(count)
+            }
+        }
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> IndexNode {
+        guard let kind = ObjectKind.of(bytes), kind == .leaf || kind == .branch else {
+            throw ArborError(.corruptObject, "malformed object: not an index node")
+        }
+        var reader = ByteReader(bytes, offset: 2)
+        let level = kind == .leaf ? 0 : try reader.count(limit: 64)
+        if kind == .branch && level == 0 { throw reader.corrupt("branch at level 0") }
+        let count = try reader.count()
+        var entries = [IndexEntry]()
+        entries.reserveCapacity(count)
+        var previous: ArraySlice<UInt8>?
+        for _ in 0..<count {
+            let key = try reader.slice()
+            if let previous, !previous.lexicographicallyPrecedes(key) { throw reader.corrupt("keys out of order") }
+            previous = key
+            let payload: IndexPayload
+            if level == 0 {
+                switch try reader.byte() {
+                case 0: payload = .inline(Array(try reader.slice()))
+                case 1: payload = .blob(try reader.hash())
+                default: throw reader.corrupt("unknown leaf payload")
+                }
+            } else {
+                payload = .node(try reader.hash(), count: try reader.varint())
+            }
+            entries.append(IndexEntry(key: Array(key), payload: payload))
+        }
+        try reader.expectEnd()
+        return IndexNode(level: level, entries: entries)
+    }
+}
+
+/// A record stored outside its leaf: the canonical bytes of its properties after a 2-byte header.
+enum Blob {
+    static func encode(record bytes: [UInt8]) -> [UInt8] {
+        var writer = ByteWriter.object(.blob, capacity: bytes.count + 2)
+        writer.bytes.append(contentsOf: bytes)
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> [UInt8] {
+        _ = try ByteReader.object(bytes, expecting: .blob)
+        return Array(bytes[2...])
+    }
+}
+
+// MARK: - Commits and head sets
+
+/// A hybrid logical clock reading: wall-clock milliseconds, and a counter that orders events
+/// within one millisecond and keeps time moving forward when a clock runs behind its parents.
+public struct HybridTime: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var milliseconds: UInt64
+    public var counter: UInt32
+
+    public init(milliseconds: UInt64, counter: UInt32 = 0) {
+        self.milliseconds = milliseconds
+        self.counter = counter
+    }
+
+    /// The next reading after every time in `parents`, and no earlier than `now`.
+    public static func next(after parents: [HybridTime], now: Date = Date()) -> HybridTime {
+        let wall = UInt64(max(0, (now.timeIntervalSince1970 * 1000).rounded(.down)))
+        guard let latest = parents.max() else { return HybridTime(milliseconds: wall) }
+        if wall > latest.milliseconds { return HybridTime(milliseconds: wall) }
+        if latest.counter == .max { return HybridTime(milliseconds: latest.milliseconds + 1) }
+        return HybridTime(milliseconds: latest.milliseconds, counter: latest.counter + 1)
+    }
+
+    public static func < (lhs: HybridTime, rhs: HybridTime) -> Bool {
+        (lhs.milliseconds, lhs.counter) < (rhs.milliseconds, rhs.counter)
+    }
+
+    /// The wall-clock part as a date.
+    public var date: Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
+    public var description: String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date) + (counter > 0 ? "+\(counter)" : "")
+    }
+}
+
+/// A version: the root of the whole index at one moment, and where it came from.
+public struct Version: Hashable, Sendable {
+    /// The hash of this commit object.
+    public let id: Hash
+    /// The root node of the index.
+    public let root: Hash
+    /// The versions this one builds on: none for a first commit, two for a merge.
+    public let parents: [Hash]
+    /// When it was made, by the hybrid clock of the replica that made it.
+    public let time: HybridTime
+    /// The replica that made it.
+    public let replica: String
+    public let message: String
+    /// The number of records in the index.
+    public let recordCount: UInt64
+
+    struct Content: Sendable {
+        var root: Hash
+        var parents: [Hash]
+        var time: HybridTime
+        var replica: String
+        var message: String
+        var recordCount: UInt64
+
+        func encoded() -> [UInt8] {
+            var writer = ByteWriter.object(.commit, capacity: 128 + message.utf8.count)
+            writer.hash(root)
+            writer.varint(parents.count)
+            for parent in parents { writer.hash(parent) }
+            writer.varint(time.milliseconds)
+            writer.varint(UInt64(time.counter))
+            writer.string(replica)
+            writer.string(message)
+            writer.varint(recordCount)
+            return writer.bytes
+        }
+
+        static func decode(_ bytes: [UInt8]) throws -> Content {
+            var reader = try ByteReader.object(bytes, expecting: .commit)
+            let root = try reader.hash()
+            let parentCount = try reader.count(limit: 64)
+            var parents = [Hash]()
+            for _ in 0..<parentCount { parents.append(try reader.hash()) }
+            let milliseconds = try reader.varint()
+            let counter = try reader.varint()
+            guard counter <= UInt64(UInt32.max) else { throw reader.corrupt("clock counter out of range") }
+            let content = Content(
+                root: root, parents: parents, time: HybridTime(milliseconds: milliseconds, counter: UInt32(counter)),
+                replica: try reader.string(), message: try reader.string(), recordCount: try reader.varint())
+            try reader.expectEnd()
+            return content
+        }
+    }
+
+    init(id: Hash, content: Content) {
+        self.id = id
+        root = content.root
+        parents = content.parents
+        time = content.time
+        replica = content.replica
+        message = content.message
+        recordCount = content.recordCount
+    }
+
+    var content: Content {
+        Content(root: root, parents: parents, time: time, replica: replica, message: message, recordCount: recordCount)
+    }
+}
+
+/// The heads of a store: a sorted set of commit hashes, stored as an object the `heads` ref names.
+enum HeadSet {
+    static func encode(_ heads: Set<Hash>) -> [UInt8] {
+        var writer = ByteWriter.object(.headSet, capacity: 8 + heads.count * 32)
+        writer.varint(heads.count)
+        for head in heads.sorted() { writer.hash(head) }
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> [Hash] {
+        var reader = try ByteReader.object(bytes, expecting: .headSet)
+        let count = try reader.count(limit: 1 << 20)
+        var heads = [Hash]()
+        for _ in 0..<count {
+            let head = try reader.hash()
+            if let last = heads.last, !(last < head) { throw reader.corrupt("heads out of order") }
+            heads.append(head)
+        }
+        try reader.expectEnd()
+        return heads
+    }
+}

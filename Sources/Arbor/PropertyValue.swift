@@ -1,0 +1,84 @@
+import Foundation
+
+/// One property of a record.
+///
+/// Equality is the equality of canonical bytes: every NaN equals every other NaN, and `0.0` and
+/// `-0.0` are different values, so that two equal values always have the same hash.
+public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    /// A point in time, kept exactly as `Date` keeps it (seconds since 2001-01-01 as a `Double`).
+    case date(Date)
+    case bytes([UInt8])
+    /// A weak link to another record; it owns nothing.
+    case reference(RecordKey)
+    /// A record owned by this one: deleting the owner deletes it.
+    case child(RecordKey)
+    case array([PropertyValue])
+    /// Named values, as nested plain structs, enums with payloads and dictionaries encode.
+    case map([String: PropertyValue])
+
+    /// The bit pattern every NaN is stored as.
+    static let canonicalNaNBits: UInt64 = 0x7FF8_0000_0000_0000
+
+    static func canonicalBits(_ value: Double) -> UInt64 {
+        value.isNaN ? canonicalNaNBits : value.bitPattern
+    }
+
+    public static func == (lhs: PropertyValue, rhs: PropertyValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.int(let a), .int(let b)): a == b
+        case (.double(let a), .double(let b)): canonicalBits(a) == canonicalBits(b)
+        case (.string(let a), .string(let b)): a.utf8.elementsEqual(b.utf8)
+        case (.date(let a), .date(let b)):
+            canonicalBits(a.timeIntervalSinceReferenceDate) == canonicalBits(b.timeIntervalSinceReferenceDate)
+        case (.bytes(let a), .bytes(let b)): a == b
+        case (.reference(let a), .reference(let b)): a == b
+        case (.child(let a), .child(let b)): a == b
+        case (.array(let a), .array(let b)): a == b
+        case (.map(let a), .map(let b)):
+            a.count == b.count && a.allSatisfy { key, value in b[key].map { $0 == value } ?? false }
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let value): hasher.combine(value)
+        case .int(let value): hasher.combine(value)
+        case .double(let value): hasher.combine(Self.canonicalBits(value))
+        case .string(let value): hasher.combine(Array(value.utf8))
+        case .date(let value): hasher.combine(Self.canonicalBits(value.timeIntervalSinceReferenceDate))
+        case .bytes(let value): hasher.combine(value)
+        case .reference(let key): hasher.combine(1); hasher.combine(key)
+        case .child(let key): hasher.combine(2); hasher.combine(key)
+        case .array(let values): hasher.combine(values)
+        case .map(let values): hasher.combine(values.count)
+            for key in values.keys.sorted(by: utf8Less) { hasher.combine(key); hasher.combine(values[key]) }
+        }
+    }
+
+    public var description: String { JSONValue(propertyValue: self).serialized() }
+
+    /// Every record this value owns, directly or inside arrays and maps.
+    var childKeys: [RecordKey] {
+        switch self {
+        case .child(let key): [key]
+        case .array(let values): values.flatMap(\.childKeys)
+        case .map(let values): values.keys.sorted(by: utf8Less).flatMap { values[$0]!.childKeys }
+        default: []
+        }
+    }
+}
+
+/// Orders strings by their UTF-8 bytes: the one ordering used wherever bytes must be canonical.
+@inline(__always)
+func utf8Less(_ lhs: String, _ rhs: String) -> Bool {
+    lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
+}

@@ -1,0 +1,40 @@
+/// The inserts, updates and deletes one commit makes.
+///
+/// Saving a value saves its whole tree: the value and every nested `Storable`. Children the
+/// value owned before and no longer holds are deleted with the commit; deleting a value deletes
+/// the records it owns. Later changes to the same key win over earlier ones.
+public struct ChangeSet: Sendable {
+    enum Change: Sendable {
+        /// A tree of records, root first.
+        case save([Record])
+        case delete(RecordKey)
+    }
+
+    private(set) var changes: [Change] = []
+
+    public init() {}
+
+    public var isEmpty: Bool { changes.isEmpty }
+
+    /// Saves `value` and the values it contains.
+    public mutating func save<Value: Storable>(_ value: Value) throws {
+        changes.append(.save(try RecordEncoder.records(of: value)))
+    }
+
+    /// Saves a record as it is. Child properties must name records saved in this change set or
+    /// already present in the version the commit builds on.
+    public mutating func save(_ record: Record) throws {
+        try record.key.validate()
+        changes.append(.save([record]))
+    }
+
+    /// Deletes the value `id` of `type` and the values it owns.
+    public mutating func delete<Value: Storable>(_ type: Value.Type, id: Value.ID) throws {
+        changes.append(.delete(RecordKey(type: Value.typeName, id: try RecordEncoder.idString(encoding: id, typeName: Value.typeName))))
+    }
+
+    /// Deletes the record `key` and the records it owns.
+    public mutating func delete(_ key: RecordKey) {
+        changes.append(.delete(key))
+    }
+}

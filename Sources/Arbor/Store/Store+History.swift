@@ -1,0 +1,84 @@
+extension Store {
+    /// The versions reachable from `heads` (default: the store's heads), newest first, each
+    /// after every version that builds on it.
+    ///
+    /// - Complexity: O(v) version reads for `v` versions listed; parents are fetched in batches.
+    public func log(from heads: [Hash]? = nil, limit: Int = .max) async throws -> [Version] {
+        let start: [Version]
+        if let heads { start = try await versions(heads) } else { start = try await self.heads() }
+        var pending = start.sorted(by: Store.newestFirst)
+        var seen = Set(start.map(\.id))
+        var result = [Version]()
+        while !pending.isEmpty, result.count < limit {
+            let next = pending.removeFirst()
+            result.append(next)
+            let unseen = next.parents.filter { seen.insert($0).inserted }
+            if !unseen.isEmpty {
+                for parent in try await versions(unseen) {
+                    let index = pending.firstIndex { Store.newestFirst(parent, $0) } ?? pending.count
+                    pending.insert(parent, at: index)
+                }
+            }
+        }
+        return result
+    }
+
+    /// The versions in which the record `key` changed (was added, modified or removed),
+    /// newest first. A merge is listed only if the record differs from every one of its parents.
+    ///
+    /// - Complexity: O(v log n) node reads for `v` versions of history.
+    public func history(of key: RecordKey, from heads: [Hash]? = nil) async throws -> [Version] {
+        let versions = try await log(from: heads)
+        let source = makeSource()
+        let keyBytes = key.indexBytes
+        var payloadAtRoot = [Hash: IndexPayload?]()
+        func payload(_ root: Hash) async throws -> IndexPayload? {
+            if let known = payloadAtRoot[root] { return known }
+            let found = try await ProllyTree.lookup([keyBytes], root: root, source: source)[keyBytes]
+            payloadAtRoot[root] = .some(found)
+            return found
+        }
+        let byID = Dictionary(versions.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        var result = [Version]()
+        for version in versions {
+            let current = try await payload(version.root)
+            var parentPayloads = [IndexPayload?]()
+            for parent in version.parents {
+                let parentVersion: Version
+                if let known = byID[parent] { parentVersion = known } else { parentVersion = try await self.version(parent) }
+                parentPayloads.append(try await payload(parentVersion.root))
+            }
+            let changed = parentPayloads.isEmpty ? current != nil : parentPayloads.allSatisfy { $0 != current }
+            if changed { result.append(version) }
+        }
+        return result
+    }
+
+    /// How the records differ from version `old` (`nil`: the empty store) to version `new`,
+    /// down to the property, in key order.
+    ///
+    /// - Complexity: O(k log n) node reads for `k` changed records; none when the roots match.
+    public func diff(from old: Hash?, to new: Hash) async throws -> [RecordChange] {
+        var oldRoot = Store.emptyRoot.hash
+        if let old { oldRoot = try await version(old).root }
+        let newRoot = try await version(new).root
+        let source = makeSource()
+        if oldRoot == Store.emptyRoot.hash { _ = source.create(.empty) }
+        let differences = try await ProllyTree.diff(oldRoot, newRoot, source: source)
+        let before = try await decode(differences.compactMap { difference in difference.old.map { (difference.key, $0) } })
+        let after = try await decode(differences.compactMap { difference in difference.new.map { (difference.key, $0) } })
+        var beforeByKey = [RecordKey: Record](before.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
+        var afterByKey = [RecordKey: Record](after.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
+        var changes = [RecordChange]()
+        for difference in differences {
+            let key = try RecordKey(indexBytes: difference.key[...])
+            changes.append(RecordChange(key: key, old: beforeByKey.removeValue(forKey: key), new: afterByKey.removeValue(forKey: key)))
+        }
+        return changes
+    }
+
+    /// What version `id` changed relative to its first parent (or to the empty store).
+    public func changes(in id: Hash) async throws -> [RecordChange] {
+        try await diff(from: try await version(id).parents.first, to: id)
+    }
+}

@@ -1,0 +1,112 @@
+extension Store {
+    /// The index root of version `id`, or of the newest head; `nil` for an empty store.
+    func root(at id: Hash?) async throws -> Hash? {
+        if let id { return try await version(id).root }
+        return try await head()?.root
+    }
+
+    /// Decodes index entries into records, fetching blob records in one batch.
+    func decode(_ entries: [(key: [UInt8], payload: IndexPayload)]) async throws -> [Record] {
+        let blobHashes = entries.compactMap { if case .blob(let hash) = $0.payload { hash } else { nil } }
+        let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: backend)
+        return try entries.map { entry in
+            let key = try RecordKey(indexBytes: entry.key[...])
+            do {
+                switch entry.payload {
+                case .inline(let bytes): return Record(key: key, properties: try RecordCoding.decode(bytes))
+                case .blob(let hash): return Record(key: key, properties: try RecordCoding.decode(try Blob.decode(blobs[hash]!)))
+                case .node: throw ArborError(.corruptObject, "a leaf entry names a node")
+                }
+            } catch let error as ArborError {
+                throw ArborError(.corruptObject, "record \(key) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
+            }
+        }
+    }
+
+    /// The records among `keys` present in the index at `root`.
+    func records(_ keys: [RecordKey], root: Hash, source: NodeSource) async throws -> [RecordKey: Record] {
+        guard !keys.isEmpty else { return [:] }
+        let keyBytes = Set(keys.map(\.indexBytes)).sorted { compareKeys($0, $1) < 0 }
+        let found = try await ProllyTree.lookup(keyBytes, root: root, source: source)
+        let records = try await decode(found.map { ($0.key, $0.value) })
+        return Dictionary(records.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    /// The record `key` at version `version` (default: the newest head), or `nil`.
+    ///
+    /// - Complexity: O(log n) node reads.
+    public func record(_ key: RecordKey, at version: Hash? = nil) async throws -> Record? {
+        guard let root = try await root(at: version) else { return nil }
+        return try await records([key], root: root, source: makeSource())[key]
+    }
+
+    /// The records `keys` at a version, fetched level by level in batches.
+    ///
+    /// - Complexity: O(k log n) node reads for `k` keys.
+    public func records(_ keys: [RecordKey], at version: Hash? = nil) async throws -> [RecordKey: Record] {
+        guard let root = try await root(at: version) else { return [:] }
+        return try await records(keys, root: root, source: makeSource())
+    }
+
+    /// Every record of `type` at a version, in id order (a range scan of the index).
+    ///
+    /// - Complexity: O(log n + m) node reads for `m` records of the type.
+    public func records(ofType type: String, at version: Hash? = nil) async throws -> [Record] {
+        guard let root = try await root(at: version) else { return [] }
+        var result = [Record]()
+        try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: makeSource()) { entries in
+            result += try await decode(entries.map { ($0.key, $0.payload) })
+        }
+        return result
+    }
+
+    /// The value `id` of `type` at a version, with its whole tree, or `nil` if absent.
+    public func value<Value: Storable>(_ type: Value.Type, id: Value.ID, at version: Hash? = nil) async throws -> Value? {
+        guard let root = try await root(at: version) else { return nil }
+        let key = RecordKey(type: Value.typeName, id: try RecordEncoder.idString(encoding: id, typeName: Value.typeName))
+        let source = makeSource()
+        let tree = try await withChildren(try await records([key], root: root, source: source), root: root, source: source)
+        guard tree[key] != nil else { return nil }
+        return try decodeValue(type, key: key, tree: tree)
+    }
+
+    /// Every value of `type` at a version, in id order, with their trees.
+    public func values<Value: Storable>(_ type: Value.Type, at version: Hash? = nil) async throws -> [Value] {
+        guard let root = try await root(at: version) else { return [] }
+        let source = makeSource()
+        var roots = [Record]()
+        try await ProllyTree.scan(prefix: RecordKey.typePrefix(Value.typeName), root: root, source: source) { entries in
+            roots += try await decode(entries.map { ($0.key, $0.payload) })
+        }
+        let tree = try await withChildren(Dictionary(roots.map { ($0.key, $0) }, uniquingKeysWith: { $1 }), root: root, source: source)
+        return try roots.map { try decodeValue(type, key: $0.key, tree: tree) }
+    }
+
+    private func decodeValue<Value: Storable>(_ type: Value.Type, key: RecordKey, tree: [RecordKey: Record]) throws -> Value {
+        do { return try RecordDecoder.value(type, key: key, records: tree) } catch let error as DecodingError {
+            throw ArborError(.coding, "record \(key) cannot be decoded as \(Value.self): \(Store.describe(error))", underlying: error)
+        }
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context), .dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return (path.isEmpty ? "" : "at \(path): ") + context.debugDescription
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    /// `records` plus every record they own, loaded one ownership level per batch.
+    private func withChildren(_ records: [RecordKey: Record], root: Hash, source: NodeSource) async throws -> [RecordKey: Record] {
+        var tree = records
+        var frontier = records.values.flatMap(\.childKeys).filter { tree[$0] == nil }
+        while !frontier.isEmpty {
+            let loaded = try await self.records(Array(Set(frontier)), root: root, source: source)
+            tree.merge(loaded) { $1 }
+            frontier = loaded.values.flatMap(\.childKeys).filter { tree[$0] == nil }
+        }
+        return tree
+    }
+}

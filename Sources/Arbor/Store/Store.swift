@@ -1,0 +1,144 @@
+import Foundation
+import Synchronization
+
+/// A versioned store of records on one backend.
+///
+/// Every commit makes a new, immutable version; nothing is ever overwritten. Reads take a version
+/// (by default the latest head). Two commits made on the same parent, in one process or in
+/// several sharing the backend, both land and leave two heads, for a merge to join.
+///
+/// `Store` is `Sendable`: share one instance between tasks.
+public final class Store: Sendable {
+    /// How a store behaves; the defaults suit most uses.
+    public struct Configuration: Sendable {
+        /// The name this replica signs its commits with.
+        public var replica: String
+        /// How many decoded index nodes to keep in memory (0 turns the cache off).
+        public var nodeCacheCapacity: Int
+        /// The clock commit times are read from; replace it in tests.
+        public var clock: @Sendable () -> Date
+
+        public init(replica: String? = nil, nodeCacheCapacity: Int = 16_384, clock: @escaping @Sendable () -> Date = { Date() }) {
+            self.replica = replica ?? "replica-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            self.nodeCacheCapacity = nodeCacheCapacity
+            self.clock = clock
+        }
+    }
+
+    public let backend: any Backend
+    public let configuration: Configuration
+    let cache: NodeCache
+    /// The latest time this store has signed a commit with, so its clock never runs backwards.
+    private let lastTime = Mutex<HybridTime?>(nil)
+
+    /// A store on `backend`. The backend stays open until ``close()``.
+    public init(backend: any Backend, configuration: Configuration = Configuration()) {
+        self.backend = backend
+        self.configuration = configuration
+        self.cache = NodeCache(capacity: configuration.nodeCacheCapacity)
+    }
+
+    /// Closes the backend.
+    public func close() async throws { try await backend.close() }
+
+    func makeSource() -> NodeSource { NodeSource(backend: backend, cache: cache) }
+
+    /// The root of the empty index.
+    static let emptyRoot: (hash: Hash, bytes: [UInt8]) = {
+        let bytes = IndexNode.empty.encoded()
+        return (Hash.of(bytes), bytes)
+    }()
+
+    func nextTime(after parents: [HybridTime]) -> HybridTime {
+        lastTime.withLock { last in
+            let time = HybridTime.next(after: parents + (last.map { [$0] } ?? []), now: configuration.clock())
+            last = time
+            return time
+        }
+    }
+
+    // MARK: Versions and heads
+
+    /// The version `id`. Throws ``ArborError/Code/missingObject`` if the store lacks it.
+    public func version(_ id: Hash) async throws -> Version {
+        try await versions([id])[0]
+    }
+
+    /// The versions `ids`, in order, fetched in one batch.
+    public func versions(_ ids: [Hash]) async throws -> [Version] {
+        let objects = try await ObjectFetch.verified(ids, from: backend)
+        return try ids.map { id in
+            do { return Version(id: id, content: try Version.Content.decode(objects[id]!)) } catch let error as ArborError {
+                throw ArborError(.corruptObject, "version \(id) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
+            }
+        }
+    }
+
+    /// The current head set: the ref's value and the heads it names.
+    func headState() async throws -> (ref: Hash?, heads: [Hash]) {
+        guard let ref = try await backend.ref(RefName.heads) else { return (nil, []) }
+        let objects = try await ObjectFetch.verified([ref], from: backend)
+        do { return (ref, try HeadSet.decode(objects[ref]!)) } catch let error as ArborError {
+            throw ArborError(.corruptObject, "the head set \(ref) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "heads")
+        }
+    }
+
+    /// The versions no other version builds on, newest first.
+    public func heads() async throws -> [Version] {
+        let (_, ids) = try await headState()
+        return try await versions(ids).sorted(by: Store.newestFirst)
+    }
+
+    /// The newest head (by commit time, ties broken by hash), or `nil` for an empty store.
+    public func head() async throws -> Version? {
+        try await heads().first
+    }
+
+    static func newestFirst(_ a: Version, _ b: Version) -> Bool {
+        a.time != b.time ? a.time > b.time : a.id > b.id
+    }
+
+    /// Replaces `removing` by `adding` in the head set, retrying the compare-and-swap until it
+    /// lands: concurrent writers each keep their own head, so nothing is lost.
+    func updateHeads(removing: Set<Hash>, adding: Hash) async throws {
+        while true {
+            let (ref, current) = try await headState()
+            var heads = Set(current)
+            heads.subtract(removing)
+            heads.insert(adding)
+            let bytes = HeadSet.encode(heads)
+            let hash = Hash.of(bytes)
+            if hash == ref { return }
+            try await backend.put([(hash, bytes)])
+            if try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return }
+        }
+    }
+
+    /// Resolves a version written as a full hash, a unique prefix of at least 4 hex digits, or
+    /// `HEAD` (the newest head).
+    ///
+    /// - Complexity: a prefix walks the history reachable from the heads.
+    public func resolve(_ text: String) async throws -> Version {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed.uppercased() == "HEAD" {
+            guard let head = try await head() else { throw ArborError(.unknownVersion, "the store has no versions yet") }
+            return head
+        }
+        if let hash = Hash(hex: trimmed) {
+            do { return try await version(hash) } catch let error as ArborError where error.code == .missingObject {
+                throw ArborError(.unknownVersion, "no version \(hash) in this store")
+            }
+        }
+        let prefix = trimmed.lowercased()
+        guard prefix.count >= 4, prefix.count < 64, prefix.allSatisfy(\.isHexDigit) else {
+            throw ArborError(.unknownVersion, "\(String(reflecting: String(trimmed.prefix(80)))) is not a version: give a hash, a prefix of at least 4 hex digits, or HEAD")
+        }
+        let matches = try await log().filter { $0.id.hex.hasPrefix(prefix) }
+        switch matches.count {
+        case 1: return matches[0]
+        case 0: throw ArborError(.unknownVersion, "no version starts with \(prefix)")
+        default:
+            throw ArborError(.unknownVersion, "\(prefix) is ambiguous: \(matches.prefix(5).map { $0.id.abbreviated() }.joined(separator: ", "))")
+        }
+    }
+}
