@@ -1,1 +1,233 @@
 import Arbor
+import Synchronization
+
+/// A store in a folder a person can read: every object a pretty-printed JSON file, every ref a
+/// small JSON file.
+///
+/// ```
+/// PATH/arbor-store.json          {"format": "arbor-json-store", "version": 1}
+/// PATH/objects/3f/3fa9…e1.json   one object, rendered by ObjectJSON (sharded by the first byte)
+/// PATH/refs/heads.json           {"hash": "…"}
+/// PATH/refs.lock                 serialises ref updates across processes (flock)
+/// PATH/tmp/                      files being written, renamed into place when complete
+/// ```
+///
+/// Files are only ever created whole (write to `tmp/`, flush, rename), so a folder copied or
+/// synced by a file-sync tool opens as a consistent store. Every file read is checked: a
+/// truncated or edited file is reported as corrupt, naming the file.
+public final class JSONBackend: Backend {
+    /// Where the store lives and how hard it tries to survive power loss.
+    public struct Configuration: Sendable {
+        public var path: String
+        /// Flush every file and folder change to disk before reporting it written (default).
+        /// Turning it off is faster and still safe against a crash of the process, not of the machine.
+        public var synchronous: Bool
+
+        public init(path: String, synchronous: Bool = true) {
+            self.path = path
+            self.synchronous = synchronous
+        }
+    }
+
+    static let markerName = "arbor-store.json"
+    static let formatName = "arbor-json-store"
+    static let formatVersion = 1
+
+    public let engineName = "json"
+    public let configuration: Configuration
+    private let root: String
+    /// The lock file, behind a mutex so tasks of this process take turns; the flock inside
+    /// makes other processes wait too. `FileSystem.Lock` is only touched under the mutex.
+    private let refLock: Mutex<FileSystem.Lock>
+    private let isClosed = Atomic<Bool>(false)
+
+    private init(configuration: Configuration) throws {
+        self.configuration = configuration
+        var path = configuration.path
+        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+        root = path
+        refLock = Mutex(try FileSystem.Lock(path: path + "/refs.lock"))
+    }
+
+    /// Creates a new, empty store. Throws ``ArborError/Code/alreadyExists`` if the folder holds a
+    /// store (or anything else); its parent folder must exist.
+    public static func create(_ configuration: Configuration) throws -> JSONBackend {
+        let path = configuration.path
+        if FileSystem.exists(path) {
+            if FileSystem.exists(path + "/" + markerName) {
+                throw ArborError(.alreadyExists, "a store already exists at \(path)", backend: "json", operation: "create")
+            }
+            guard FileSystem.isDirectory(path), try FileSystem.list(path).isEmpty else {
+                throw ArborError(.alreadyExists, "\(path) exists and is not an empty folder", backend: "json", operation: "create")
+            }
+        } else {
+            try FileSystem.makeDirectory(path)
+        }
+        for folder in ["objects", "refs", "tmp"] { try FileSystem.makeDirectory(path + "/" + folder) }
+        let marker = JSONValue.object([("format", .string(formatName)), ("version", .number(String(formatVersion)))])
+        // The marker goes last: a folder without it is not yet a store.
+        try FileSystem.writeAtomically(marker.serializedBytes(pretty: true), to: path + "/" + markerName, via: path + "/tmp/" + markerName, sync: configuration.synchronous)
+        if configuration.synchronous { try FileSystem.syncDirectory(path) }
+        return try JSONBackend(configuration: configuration)
+    }
+
+    /// Opens an existing store. Throws ``ArborError/Code/notFound`` if there is none and
+    /// ``ArborError/Code/unsupportedFormat`` if the folder holds something else.
+    public static func open(_ configuration: Configuration) throws -> JSONBackend {
+        let path = configuration.path
+        guard FileSystem.isDirectory(path) else {
+            throw ArborError(.notFound, "no store at \(path): the folder does not exist", backend: "json", operation: "open")
+        }
+        let markerPath = path + "/" + markerName
+        guard FileSystem.exists(markerPath) else {
+            throw ArborError(.notFound, "no store at \(path): \(markerName) is missing", backend: "json", operation: "open")
+        }
+        let marker: JSONValue
+        do { marker = try JSONValue.parse(try FileSystem.read(markerPath)) } catch let error as ArborError {
+            throw ArborError(.unsupportedFormat, "\(markerPath) is not an Arbor store marker", backend: "json", operation: "open", underlying: error)
+        }
+        guard marker["format"]?.stringValue == formatName else {
+            throw ArborError(.unsupportedFormat, "\(markerPath) does not describe an Arbor JSON store", backend: "json", operation: "open")
+        }
+        guard marker["version"] == .number(String(formatVersion)) else {
+            throw ArborError(.unsupportedFormat, "\(path) has store format version \(marker["version"]?.serialized() ?? "?"); this Arbor reads version \(formatVersion)", backend: "json", operation: "open")
+        }
+        for folder in ["objects", "refs", "tmp"] where !FileSystem.isDirectory(path + "/" + folder) {
+            throw ArborError(.corruptObject, "\(path)/\(folder) is missing", backend: "json", operation: "open")
+        }
+        return try JSONBackend(configuration: configuration)
+    }
+
+    private func checkOpen(_ operation: String) throws {
+        if isClosed.load(ordering: .acquiring) {
+            throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation)
+        }
+    }
+
+    private func objectPath(_ hash: Hash) -> String {
+        let hex = hash.hex
+        return "\(root)/objects/\(hex.prefix(2))/\(hex).json"
+    }
+
+    private func refPath(_ name: String) -> String {
+        // Ref names are validated ASCII paths; '/' becomes '~', which they never contain.
+        "\(root)/refs/\(name.replacingOccurrences(of: "/", with: "~")).json"
+    }
+
+    private func temporaryPath() -> String {
+        "\(root)/tmp/\(UInt64.random(in: 0...UInt64.max)).tmp"
+    }
+
+    // MARK: Objects
+
+    private func readObject(_ hash: Hash) throws -> [UInt8]? {
+        let path = objectPath(hash)
+        let raw: [UInt8]
+        do { raw = try FileSystem.read(path) } catch let error as ArborError where error.code == .notFound { return nil }
+        let bytes: [UInt8]
+        do { bytes = try ObjectJSON.canonicalBytes(try JSONValue.parse(raw)) } catch let error as ArborError {
+            throw ArborError(.corruptObject, "object file \(path) is corrupt or truncated: \(error.message)", backend: engineName, operation: "get")
+        }
+        guard Hash.of(bytes) == hash else {
+            throw ArborError(.corruptObject, "object file \(path) does not match its hash", backend: engineName, operation: "get")
+        }
+        return bytes
+    }
+
+    public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try checkOpen("get")
+        var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
+        for hash in hashes where result[hash] == nil {
+            if let bytes = try readObject(hash) { result[hash] = bytes }
+        }
+        return result
+    }
+
+    public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
+        try checkOpen("contains")
+        return Set(hashes.filter { FileSystem.exists(objectPath($0)) })
+    }
+
+    public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try checkOpen("put")
+        var touchedShards = Set<String>()
+        for (hash, bytes) in objects {
+            let path = objectPath(hash)
+            if FileSystem.exists(path) { continue }
+            let shard = "\(root)/objects/\(hash.hex.prefix(2))"
+            if !touchedShards.contains(shard) { try FileSystem.makeDirectory(shard) }
+            let text = ObjectJSON.render(bytes).serializedBytes(pretty: true)
+            try FileSystem.writeAtomically(text, to: path, via: temporaryPath(), sync: configuration.synchronous)
+            touchedShards.insert(shard)
+        }
+        if configuration.synchronous {
+            for shard in touchedShards { try FileSystem.syncDirectory(shard) }
+            if !touchedShards.isEmpty { try FileSystem.syncDirectory(root + "/objects") }
+        }
+    }
+
+    public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        try checkOpen("enumerate")
+        var batch = [Hash]()
+        for shard in try FileSystem.list(root + "/objects").sorted() where shard.count == 2 {
+            for name in try FileSystem.list("\(root)/objects/\(shard)") where name.hasSuffix(".json") {
+                guard let hash = Hash(hex: name.dropLast(5)), hash.hex.hasPrefix(shard) else { continue }
+                batch.append(hash)
+                if batch.count >= max(batchSize, 1) {
+                    try await body(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        if !batch.isEmpty { try await body(batch) }
+    }
+
+    public func delete(_ hashes: [Hash]) async throws {
+        try checkOpen("delete")
+        for hash in hashes { try FileSystem.remove(objectPath(hash)) }
+    }
+
+    // MARK: Refs
+
+    private func readRef(_ path: String) throws -> Hash? {
+        let raw: [UInt8]
+        do { raw = try FileSystem.read(path) } catch let error as ArborError where error.code == .notFound { return nil }
+        guard let text = (try? JSONValue.parse(raw))?["hash"]?.stringValue, let hash = Hash(hex: text) else {
+            throw ArborError(.corruptObject, "ref file \(path) is corrupt or truncated", backend: engineName, operation: "refs")
+        }
+        return hash
+    }
+
+    public func refs() async throws -> [String: Hash] {
+        try checkOpen("refs")
+        var result = [String: Hash]()
+        for file in try FileSystem.list(root + "/refs") where file.hasSuffix(".json") {
+            let name = String(file.dropLast(5)).replacingOccurrences(of: "~", with: "/")
+            if let hash = try readRef("\(root)/refs/\(file)") { result[name] = hash }
+        }
+        return result
+    }
+
+    public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        try checkOpen("compareAndSwap")
+        try RefName.validate(name, backend: engineName)
+        let path = refPath(name)
+        return try refLock.withLock { lock in
+            try lock.withLock {
+                guard try readRef(path) == expected else { return false }
+                if let new {
+                    let document = JSONValue.object([("hash", .string(new.hex))]).serializedBytes(pretty: true)
+                    try FileSystem.writeAtomically(document, to: path, via: temporaryPath(), sync: configuration.synchronous)
+                } else {
+                    try FileSystem.remove(path)
+                }
+                if configuration.synchronous { try FileSystem.syncDirectory(root + "/refs") }
+                return true
+            }
+        }
+    }
+
+    public func close() async throws {
+        isClosed.store(true, ordering: .releasing)
+    }
+}

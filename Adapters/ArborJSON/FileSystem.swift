@@ -1,0 +1,157 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Arbor
+
+/// The raw file-system calls of the JSON adapter, each turning `errno` into an ``ArborError``
+/// that names the file. Nothing else in the adapter calls the C library directly.
+enum FileSystem {
+    static let engine = "json"
+
+    static func error(_ operation: String, _ path: String, errno code: Int32) -> ArborError {
+        let reason = String(cString: strerror(code))
+        let kind: ArborError.Code =
+            switch code {
+            case ENOENT, ENOTDIR: .notFound
+            case EACCES, EPERM, EROFS: .permissionDenied
+            case EEXIST: .alreadyExists
+            default: .io
+            }
+        let hint = code == ENOSPC ? " (the disk is full)" : ""
+        return ArborError(kind, "\(operation) \(path): \(reason)\(hint)", backend: engine, operation: operation)
+    }
+
+    /// Whether `path` exists (following links).
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Creates a directory readable by its owner only; an existing one is fine.
+    static func makeDirectory(_ path: String) throws {
+        if mkdir(path, 0o700) != 0 && errno != EEXIST { throw error("mkdir", path, errno: errno) }
+    }
+
+    /// The whole content of a file.
+    static func read(_ path: String) throws -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw error("open", path, errno: errno) }
+        defer { close(descriptor) }
+        var result = [UInt8]()
+        var info = stat()
+        if fstat(descriptor, &info) == 0 { result.reserveCapacity(Int(info.st_size)) }
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glue.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw error("read", path, errno: errno)
+            }
+            if count == 0 { return result }
+            result.append(contentsOf: chunk[0..<count])
+        }
+    }
+
+    /// Writes `bytes` to a new file at `temporary`, optionally flushes it to disk, and renames it
+    /// to `path`: readers see the old file or the whole new one, never a part.
+    static func writeAtomically(_ bytes: [UInt8], to path: String, via temporary: String, sync: Bool) throws {
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw error("create", temporary, errno: errno) }
+        var closed = false
+        defer { if !closed { close(descriptor) } }
+        do {
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes.withUnsafeBytes { Glue.write(descriptor, $0.baseAddress! + offset, bytes.count - offset) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw error("write", temporary, errno: errno)
+                }
+                offset += written
+            }
+            if sync && fsync(descriptor) != 0 { throw error("fsync", temporary, errno: errno) }
+            closed = true
+            if close(descriptor) != 0 { throw error("close", temporary, errno: errno) }
+            if rename(temporary, path) != 0 { throw error("rename", path, errno: errno) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// Flushes a directory's entries (new and renamed files) to disk.
+    static func syncDirectory(_ path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw error("open", path, errno: errno) }
+        defer { close(descriptor) }
+        if fsync(descriptor) != 0 && errno != EINVAL { throw error("fsync", path, errno: errno) }
+    }
+
+    static func remove(_ path: String) throws {
+        if unlink(path) != 0 && errno != ENOENT { throw error("unlink", path, errno: errno) }
+    }
+
+    /// The names in a directory, without `.` and `..`.
+    static func list(_ path: String) throws -> [String] {
+        guard let directory = opendir(path) else { throw error("opendir", path, errno: errno) }
+        defer { closedir(directory) }
+        var names = [String]()
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// An exclusive advisory lock on a file, held across processes until released.
+    final class Lock {
+        private let descriptor: Int32
+        let path: String
+
+        init(path: String) throws {
+            self.path = path
+            descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw FileSystem.error("open", path, errno: errno) }
+        }
+
+        deinit { close(descriptor) }
+
+        func withLock<R>(_ body: () throws -> R) throws -> R {
+            while flock(descriptor, LOCK_EX) != 0 {
+                if errno != EINTR { throw FileSystem.error("flock", path, errno: errno) }
+            }
+            defer { flock(descriptor, LOCK_UN) }
+            return try body()
+        }
+    }
+}
+
+/// Unambiguous names for the libc calls whose Swift names the adapter shadows.
+private enum Glue {
+    static func read(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+        #if canImport(Darwin)
+        Darwin.read(descriptor, buffer, count)
+        #else
+        Glibc.read(descriptor, buffer, count)
+        #endif
+    }
+
+    static func write(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+        #if canImport(Darwin)
+        Darwin.write(descriptor, buffer, count)
+        #else
+        Glibc.write(descriptor, buffer, count)
+        #endif
+    }
+}
