@@ -50,6 +50,8 @@ final class NodeSource {
     private(set) var nodesRead = 0
     /// Nodes this operation created, by hash, not yet written.
     private(set) var created: [Hash: (node: IndexNode, bytes: [UInt8])] = [:]
+    /// Nodes this operation has read: an operation never reads a node twice.
+    private var read: [Hash: IndexNode] = [:]
 
     init(backend: any Backend, cache: NodeCache) {
         self.backend = backend
@@ -58,7 +60,8 @@ final class NodeSource {
 
     func node(_ hash: Hash) async throws -> IndexNode {
         if let created = created[hash] { return created.node }
-        if let cached = cache.node(hash) { return cached }
+        if let node = read[hash] { return node }
+        if let cached = cache.node(hash) { read[hash] = cached; return cached }
         return try await nodes([hash])[0]
     }
 
@@ -67,7 +70,7 @@ final class NodeSource {
         var found = [Hash: IndexNode]()
         var missing = [Hash]()
         for hash in hashes where found[hash] == nil {
-            if let node = created[hash]?.node ?? cache.node(hash) { found[hash] = node } else { missing.append(hash) }
+            if let node = created[hash]?.node ?? read[hash] ?? cache.node(hash) { found[hash] = node } else { missing.append(hash) }
         }
         if !missing.isEmpty {
             let fetched = try await ObjectFetch.verified(missing, from: backend)
@@ -78,6 +81,7 @@ final class NodeSource {
                     throw ArborError(.corruptObject, "index node \(hash) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
                 }
                 cache.insert(node, for: hash)
+                read[hash] = node
                 found[hash] = node
             }
         }

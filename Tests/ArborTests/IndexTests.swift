@@ -1,0 +1,190 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+/// The prolly tree: canonical shape, costs counted in node reads and writes.
+@Suite struct IndexTests {
+    static func key(_ index: Int) -> [UInt8] { RecordKey(type: "Item", id: String(format: "%08d", index)).indexBytes }
+    static func payload(_ index: Int, version: Int = 0) -> IndexPayload { .inline(RecordCoding.encode(["n": .int(Int64(index)), "v": .int(Int64(version))])) }
+
+    /// Builds the tree for a sorted entry list from scratch, level by level: the definition of
+    /// the canonical tree the incremental editor must reproduce.
+    static func referenceRoot(_ entries: [IndexEntry]) -> Hash {
+        var level = 0
+        var nodes = ProllyTree.chunk(entries, level: 0)
+        while nodes.count > 1 {
+            level += 1
+            let parents = nodes.map { IndexEntry(key: $0.lastKey!, payload: .node(Hash.of($0.encoded()), count: $0.recordCount)) }
+            nodes = ProllyTree.chunk(parents, level: level)
+        }
+        return Hash.of((nodes.first ?? .empty).encoded())
+    }
+
+    func makeSource(_ backend: any Backend = MemoryBackend()) -> NodeSource {
+        NodeSource(backend: backend, cache: NodeCache(capacity: 0))
+    }
+
+    /// Applies edits in batches and writes the new nodes; returns the root.
+    func apply(_ edits: [IndexEdit], to root: Hash, backend: any Backend) async throws -> Hash {
+        let source = makeSource(backend)
+        _ = source.create(.empty)
+        let sorted = edits.sorted { compareKeys($0.key, $1.key) < 0 }
+        let newRoot = try await ProllyTree.apply(sorted, to: root, source: source)
+        var objects = source.newObjects(reachableFrom: newRoot)
+        if newRoot == Store.emptyRoot.hash { objects.append(Store.emptyRoot) }
+        try await backend.put(objects)
+        return newRoot
+    }
+
+    @Test func emptyTreeHasAFixedRoot() async throws {
+        let backend = MemoryBackend()
+        try await backend.put([Store.emptyRoot])
+        #expect(Store.emptyRoot.hash == IndexTests.referenceRoot([]))
+        let root = try await apply([], to: Store.emptyRoot.hash, backend: backend)
+        #expect(root == Store.emptyRoot.hash)
+    }
+
+    @Test(arguments: [1, 2, 3, 4, 5]) func sameRecordsInAnyOrderGiveTheSameRoot(seed: UInt64) async throws {
+        var random = SeededGenerator(seed: seed)
+        let count = 3_000
+        let entries = (0..<count).map { IndexEntry(key: IndexTests.key($0), payload: IndexTests.payload($0)) }
+        let expected = IndexTests.referenceRoot(entries)
+
+        let backend = MemoryBackend()
+        try await backend.put([Store.emptyRoot])
+        var root = Store.emptyRoot.hash
+        var remaining = entries.shuffled(using: &random)
+        // Random batch sizes, including single inserts and large batches.
+        while !remaining.isEmpty {
+            let size = min(remaining.count, [1, 7, 50, 400, 1200].randomElement(using: &random)!)
+            let batch = remaining.prefix(size).map { IndexEdit(key: $0.key, payload: $0.payload) }
+            remaining.removeFirst(size)
+            root = try await apply(batch, to: root, backend: backend)
+        }
+        #expect(root == expected)
+
+        // Deleting a random half (in random batches) gives the tree of the other half.
+        let doomed = Set(entries.shuffled(using: &random).prefix(count / 2).map(\.key))
+        var deletions = Array(doomed).shuffled(using: &random)
+        while !deletions.isEmpty {
+            let size = min(deletions.count, [1, 13, 300].randomElement(using: &random)!)
+            root = try await apply(deletions.prefix(size).map { IndexEdit(key: $0, payload: nil) }, to: root, backend: backend)
+            deletions.removeFirst(size)
+        }
+        #expect(root == IndexTests.referenceRoot(entries.filter { !doomed.contains($0.key) }))
+
+        // Deleting everything gives the empty tree again.
+        root = try await apply(entries.filter { !doomed.contains($0.key) }.map { IndexEdit(key: $0.key, payload: nil) }, to: root, backend: backend)
+        #expect(root == Store.emptyRoot.hash)
+    }
+
+    @Test func mixedUpdatesMatchAFreshBuild() async throws {
+        var random = SeededGenerator(seed: 99)
+        let backend = MemoryBackend()
+        try await backend.put([Store.emptyRoot])
+        var model = [[UInt8]: IndexPayload]()
+        var root = Store.emptyRoot.hash
+        for round in 0..<40 {
+            var edits = [[UInt8]: IndexPayload?]()
+            for _ in 0..<Int.random(in: 1...300, using: &random) {
+                let index = Int.random(in: 0..<2_000, using: &random)
+                edits[IndexTests.key(index)] = Bool.random(using: &random) && round > 3 ? .some(nil) : IndexTests.payload(index, version: round)
+            }
+            for (key, payload) in edits { model[key] = payload ?? nil }
+            root = try await apply(edits.map { IndexEdit(key: $0.key, payload: $0.value) }, to: root, backend: backend)
+            let expected = IndexTests.referenceRoot(model.sorted { compareKeys($0.key, $1.key) < 0 }.map { IndexEntry(key: $0.key, payload: $0.value) })
+            #expect(root == expected, "round \(round)")
+        }
+        // Every key reads back.
+        let found = try await ProllyTree.lookup(model.keys.sorted { compareKeys($0, $1) < 0 }, root: root, source: makeSource(backend))
+        #expect(found == model)
+    }
+
+    /// Builds a tree of `count` records and returns its root.
+    func build(_ count: Int, backend: any Backend) async throws -> Hash {
+        try await backend.put([Store.emptyRoot])
+        let edits = (0..<count).map { IndexEdit(key: IndexTests.key($0), payload: IndexTests.payload($0)) }
+        return try await apply(edits, to: Store.emptyRoot.hash, backend: backend)
+    }
+
+    func height(_ root: Hash, backend: any Backend) async throws -> Int {
+        try await makeSource(backend).node(root).level + 1
+    }
+
+    @Test func pointLookupReadsOneNodePerLevel() async throws {
+        let backend = CountingBackend()
+        for count in [1_000, 100_000] {
+            let root = try await build(count, backend: backend)
+            let height = try await height(root, backend: backend)
+            for index in stride(from: 0, to: count, by: count / 50) {
+                backend.reset()
+                let found = try await ProllyTree.lookup([IndexTests.key(index)], root: root, source: makeSource(backend))
+                #expect(found[IndexTests.key(index)] == IndexTests.payload(index))
+                #expect(backend.objectsRead == height, "a lookup reads one node per level")
+            }
+            // log(n): with fan-out 32 on average, 100,000 records need 4 levels at most by a wide margin.
+            #expect(height <= 2 + Int((log(Double(count)) / log(32.0)).rounded(.up)))
+        }
+    }
+
+    @Test func diffReadsOnlyDifferingNodes() async throws {
+        let backend = CountingBackend()
+        let count = 100_000
+        let base = try await build(count, backend: backend)
+        let height = try await height(base, backend: backend)
+        var random = SeededGenerator(seed: 7)
+        for k in [1, 10, 100] {
+            let changed = (0..<k).map { _ in Int.random(in: 0..<count, using: &random) }
+            let edits = Set(changed).map { IndexEdit(key: IndexTests.key($0), payload: IndexTests.payload($0, version: 1)) }
+            backend.reset()
+            let updated = try await apply(edits, to: base, backend: backend)
+            let written = backend.objectsWritten
+            // A commit of k changes writes at most k nodes per level (plus a neighbour where a boundary moved).
+            #expect(written <= (Set(changed).count + 1) * height, "k=\(k): wrote \(written) nodes")
+
+            backend.reset()
+            let differences = try await ProllyTree.diff(base, updated, source: makeSource(backend))
+            #expect(differences.count == Set(changed).count)
+            #expect(differences.allSatisfy { $0.old != nil && $0.new != nil && $0.old != $0.new })
+            // Both trees are walked only along the changed paths: at most 2 nodes per change per level.
+            #expect(backend.objectsRead <= 2 * Set(changed).count * height, "k=\(k): read \(backend.objectsRead) nodes")
+        }
+        backend.reset()
+        #expect(try await ProllyTree.diff(base, base, source: makeSource(backend)).isEmpty)
+        #expect(backend.objectsRead == 0, "equal roots are compared without a read")
+    }
+
+    @Test func diffFindsAddedAndRemovedKeys() async throws {
+        let backend = MemoryBackend()
+        let base = try await build(5_000, backend: backend)
+        let edits = [IndexEdit(key: IndexTests.key(10), payload: nil), IndexEdit(key: IndexTests.key(7_000), payload: IndexTests.payload(7_000))]
+        let updated = try await apply(edits, to: base, backend: backend)
+        let differences = try await ProllyTree.diff(base, updated, source: makeSource(backend))
+        #expect(differences.map(\.key) == [IndexTests.key(10), IndexTests.key(7_000)])
+        #expect(differences[0].new == nil && differences[1].old == nil)
+        let reverse = try await ProllyTree.diff(updated, base, source: makeSource(backend))
+        #expect(reverse.map(\.key) == [IndexTests.key(10), IndexTests.key(7_000)])
+        #expect(reverse[0].old == nil && reverse[1].new == nil)
+    }
+
+    @Test func rangeScanReturnsExactlyOneType() async throws {
+        let backend = MemoryBackend()
+        try await backend.put([Store.emptyRoot])
+        var edits = [IndexEdit]()
+        for type in ["A", "AB", "B", "Item", "Itemz"] {
+            for index in 0..<700 {
+                edits.append(IndexEdit(key: RecordKey(type: type, id: "\(index)").indexBytes, payload: IndexTests.payload(index)))
+            }
+        }
+        let root = try await apply(edits, to: Store.emptyRoot.hash, backend: backend)
+        for type in ["A", "AB", "Item", "Itemz", "Missing"] {
+            var keys = [RecordKey]()
+            try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: makeSource(backend)) { entries in
+                keys += try entries.map { try RecordKey(indexBytes: $0.key[...]) }
+            }
+            #expect(keys.count == (type == "Missing" ? 0 : 700))
+            #expect(keys.allSatisfy { $0.type == type })
+            #expect(keys == keys.sorted())
+        }
+    }
+}
