@@ -148,7 +148,8 @@ enum ISODate {
     /// The text for `date` at millisecond precision, and whether parsing it gives `date` back exactly.
     static func format(_ date: Date) -> (text: String, exact: Bool) {
         let seconds = date.timeIntervalSince1970
-        guard seconds.isFinite, abs(seconds) < 2.5e11 else { return ("0001-01-01T00:00:00.000Z", false) }
+        // Years 1 to 9999 only: the text form has four year digits.
+        guard seconds.isFinite, seconds >= -62_135_596_800, seconds < 253_402_300_800 else { return ("0001-01-01T00:00:00.000Z", false) }
         let milliseconds = Int64((seconds * 1000).rounded())
         let text = format(milliseconds: milliseconds)
         let exact = PropertyValue.canonicalBits(Date(timeIntervalSince1970: Double(milliseconds) / 1000).timeIntervalSinceReferenceDate)

@@ -59,6 +59,7 @@ final class NodeSource {
     }
 
     func node(_ hash: Hash) async throws -> IndexNode {
+        if hash == Store.emptyRoot.hash { return .empty }
         if let created = created[hash] { return created.node }
         if let node = read[hash] { return node }
         if let cached = cache.node(hash) { read[hash] = cached; return cached }
@@ -70,6 +71,7 @@ final class NodeSource {
         var found = [Hash: IndexNode]()
         var missing = [Hash]()
         for hash in hashes where found[hash] == nil {
+            if hash == Store.emptyRoot.hash { found[hash] = .empty; continue }
             if let node = created[hash]?.node ?? read[hash] ?? cache.node(hash) { found[hash] = node } else { missing.append(hash) }
         }
         if !missing.isEmpty {

@@ -33,7 +33,6 @@ extension Store {
         }
         edits.sort { compareKeys($0.key, $1.key) < 0 }
 
-        if parents.isEmpty || baseRoot == Store.emptyRoot.hash { _ = source.create(.empty) }
         let newRoot = try await ProllyTree.apply(edits, to: baseRoot, source: source)
         let recordCount = try await source.node(newRoot).recordCount
         var objects = blobs + source.newObjects(reachableFrom: newRoot)

@@ -63,7 +63,6 @@ extension Store {
         if let old { oldRoot = try await version(old).root }
         let newRoot = try await version(new).root
         let source = makeSource()
-        if oldRoot == Store.emptyRoot.hash { _ = source.create(.empty) }
         let differences = try await ProllyTree.diff(oldRoot, newRoot, source: source)
         let before = try await decode(differences.compactMap { difference in difference.old.map { (difference.key, $0) } })
         let after = try await decode(differences.compactMap { difference in difference.new.map { (difference.key, $0) } })

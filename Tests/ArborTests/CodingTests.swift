@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+@Suite struct CodingTests {
+    @Test func everyPropertyKindRoundTripsThroughRecords() throws {
+        let value = Everything(id: 42)
+        let records = try RecordEncoder.records(of: value)
+        #expect(records.count == 1)
+        #expect(records[0].key == RecordKey(type: "Everything", id: "42"))
+        let properties = records[0].properties
+        #expect(properties["int64Min"] == .int(.min))
+        #expect(properties["negativeZero"] == .double(-0.0))
+        #expect(properties["negativeZero"] != .double(0.0))
+        #expect(properties["nan"] == .double(.nan))
+        #expect(properties["date"] == .date(value.date))
+        #expect(properties["data"] == .bytes([0, 1, 2, 255]))
+        #expect(properties["url"] == .string("https://example.com/a?b=c"))
+        #expect(properties["priority"] == .string("high"))
+        #expect(properties["optionalAbsent"] == nil)
+        #expect(properties["address"] == .map(["street": .string("Main")]))
+        let decoded = try RecordDecoder.value(Everything.self, key: records[0].key, records: [records[0].key: records[0]])
+        #expect(decoded == value)
+
+        // And through canonical bytes and the JSON form.
+        let bytes = RecordCoding.encode(properties)
+        #expect(try RecordCoding.decode(bytes) == properties)
+        let json = JSONValue(properties: properties)
+        let reparsed = try JSONValue.parse(json.serialized(pretty: true))
+        #expect(try PropertyValue.properties(json: reparsed) == properties)
+    }
+
+    @Test func valueTreesBecomeOwnedChildRecords() throws {
+        let task = Task(
+            id: "t1", title: "Write", done: false,
+            notes: [Note(id: "n1", text: "first", attachments: [Attachment(id: "a1", data: Data([9]))]), Note(id: "n2", text: "second")],
+            owner: Ref(id: "p1"), pinned: Note(id: "n3", text: "pinned"))
+        let records = try RecordEncoder.records(of: task)
+        #expect(records.map(\.key.description) == ["Task/t1", "Note/n1", "Attachment/a1", "Note/n2", "Note/n3"])
+        #expect(records[0].properties["notes"] == .array([.child(RecordKey(type: "Note", id: "n1")), .child(RecordKey(type: "Note", id: "n2"))]))
+        #expect(records[0].properties["owner"] == .reference(RecordKey(type: "Person", id: "p1")))
+        #expect(records[0].childKeys.map(\.id) == ["n1", "n2", "n3"])
+        let tree = Dictionary(uniqueKeysWithValues: records.map { ($0.key, $0) })
+        #expect(try RecordDecoder.value(Task.self, key: records[0].key, records: tree) == task)
+    }
+
+    @Test func aChildHeldTwiceIsAnError() throws {
+        let note = Note(id: "n", text: "x")
+        let task = Task(id: "t", title: "", done: false, notes: [note], pinned: note)
+        #expect(throws: ArborError.self) { try RecordEncoder.records(of: task) }
+    }
+
+    @Test func unsignedValuesBeyondInt64AreAClearError() throws {
+        var value = Everything(id: 1)
+        value.uint64 = .max
+        #expect { try RecordEncoder.records(of: value) } throws: { error in
+            "\(error)".contains("64-bit signed integer")
+        }
+    }
+
+    @Test func malformedCanonicalBytesAreRejected() throws {
+        let good = RecordCoding.encode(["a": .int(1), "b": .string("x")])
+        #expect(throws: ArborError.self) { try RecordCoding.decode(good + [0]) }  // trailing byte
+        #expect(throws: ArborError.self) { try RecordCoding.decode(Array(good.dropLast())) }  // truncated
+        // Names out of order are not canonical.
+        var swapped = ByteWriter()
+        swapped.varint(2)
+        swapped.string("b"); swapped.value(.int(1))
+        swapped.string("a"); swapped.value(.int(1))
+        #expect(throws: ArborError.self) { try RecordCoding.decode(swapped.bytes) }
+        // A NaN with another payload is not canonical.
+        var nan = ByteWriter()
+        nan.varint(1); nan.string("x"); nan.byte(ValueTag.double.rawValue); nan.fixed64(0x7FF8_0000_0000_0001)
+        #expect(throws: ArborError.self) { try RecordCoding.decode(nan.bytes) }
+        // A non-minimal varint is not canonical.
+        #expect(throws: ArborError.self) { try RecordCoding.decode([0x80, 0x00]) }
+    }
+
+    @Test func jsonParserIsStrict() throws {
+        for bad in ["", "{", "[1,]", "{\"a\":1,}", "01", "1.", "\"\\x\"", "{\"a\":1,\"a\":2}", "nul", "\"\u{1}\"", "\"\\ud800\"", "[1] 2"] {
+            #expect(throws: ArborError.self, "\(bad)") { try JSONValue.parse(bad) }
+        }
+        #expect(throws: ArborError.self) { try JSONValue.parse(String(repeating: "[", count: 600) + String(repeating: "]", count: 600)) }
+        #expect(try JSONValue.parse(" {\"a\": [1, -2.5e3, true, null, \"\\u00e9\\ud83c\\udf33\"]} ")
+            == .object([("a", .array([.number("1"), .number("-2.5e3"), .bool(true), .null, .string("é🌳")]))]))
+    }
+
+    @Test func jsonPropertyMappingRejectsWhatItCannotStore() throws {
+        #expect(throws: ArborError.self) { try PropertyValue(json: .number("9223372036854775808")) }
+        #expect(try PropertyValue(json: .number("-9223372036854775808")) == .int(.min))
+        #expect(try PropertyValue(json: .number("1.0")) == .double(1))
+        #expect(throws: ArborError.self) { try PropertyValue(json: .object([("$unknown", .null)])) }
+        #expect(throws: ArborError.self) { try PropertyValue(json: .object([("$date", .string("yesterday"))])) }
+        #expect(try PropertyValue(json: .object([("$date", .string("2026-01-02T03:04:05.678Z"))]))
+            == .date(Date(timeIntervalSince1970: 1_767_323_045.678)))
+    }
+
+    @Test func datesFormatExactly() {
+        for seconds in [0.0, 1_767_323_045.678, -86_400.001, 253_402_300_799.999] {
+            let date = Date(timeIntervalSince1970: seconds)
+            let (text, _) = ISODate.format(date)
+            #expect(ISODate.parse(text).map { abs($0.timeIntervalSince1970 - seconds) < 0.0005 } == true, "\(text)")
+        }
+        #expect(ISODate.format(Date(timeIntervalSince1970: 0)).text == "1970-01-01T00:00:00.000Z")
+        #expect(ISODate.format(Date(timeIntervalSince1970: -0.5)).text == "1969-12-31T23:59:59.500Z")
+    }
+
+    @Test func objectRenderingsRebuildTheSameBytes() throws {
+        let record = RecordCoding.encode(try RecordEncoder.records(of: Everything(id: 1))[0].properties)
+        let leaf = IndexNode(level: 0, entries: [
+            IndexEntry(key: RecordKey(type: "Everything", id: "1").indexBytes, payload: .inline(record)),
+            IndexEntry(key: RecordKey(type: "Everything", id: "2").indexBytes, payload: .blob(Hash.of([1]))),
+        ])
+        let branch = IndexNode(level: 1, entries: [IndexEntry(key: RecordKey(type: "T", id: "z").indexBytes, payload: .node(Hash.of([2]), count: 77))])
+        let commit = Version.Content(root: Hash.of([3]), parents: [Hash.of([4]), Hash.of([5])], time: HybridTime(milliseconds: 1_700_000_000_000, counter: 3),
+                                     replica: "r", message: "hello\nworld", recordCount: 9)
+        let objects = [leaf.encoded(), branch.encoded(), commit.encoded(), Blob.encode(record: record), HeadSet.encode([Hash.of([6]), Hash.of([7])]), [1, 2, 3], []]
+        for bytes in objects {
+            let json = ObjectJSON.render(bytes)
+            let reparsed = try JSONValue.parse(json.serialized(pretty: true))
+            #expect(try ObjectJSON.canonicalBytes(reparsed) == bytes)
+        }
+        #expect(ObjectJSON.render([1, 2, 3])["kind"] == .string("raw"))
+        #expect(ObjectJSON.render(commit.encoded())["kind"] == .string("commit"))
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+@Suite struct StoreTests {
+    func withStore(_ kind: AdapterKind, _ body: (Store) async throws -> Void) async throws {
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let store = Store(backend: backend, configuration: .init(replica: "test"))
+        try await body(store)
+        try await store.close()
+    }
+
+    @Test(arguments: AdapterKind.allCases) func valueTreesRoundTrip(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let task = Task(id: "t1", title: "Write Arbor", done: false,
+                            notes: [Note(id: "n1", text: "core", attachments: [Attachment(id: "a1", data: Data(repeating: 7, count: 3000))])],
+                            owner: Ref(id: "p1"), pinned: Note(id: "n2", text: "pinned"))
+            var changes = ChangeSet()
+            try changes.save(task)
+            try changes.save(Person(id: "p1", name: "Ada"))
+            try changes.save(Everything(id: 5))
+            let version = try await store.commit(changes, message: "first")
+            #expect(version.recordCount == 6)
+            #expect(try await store.value(Task.self, id: "t1") == task)
+            #expect(try await store.value(Everything.self, id: 5) == Everything(id: 5))
+            #expect(try await store.value(Task.self, id: "missing") == nil)
+            #expect(try await store.values(Note.self).map(\.id) == ["n1", "n2"])
+            // A large child (3 KB of data) lives in a blob object and still reads back.
+            #expect(try await store.record(RecordKey(type: "Attachment", id: "a1"))?.properties["data"] == .bytes(Array(repeating: 7, count: 3000)))
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func childrenAreOwnedAndReferencesAreNot(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            var task = Task(id: "t", title: "x", done: false, notes: [Note(id: "n1", text: "a", attachments: [Attachment(id: "a", data: Data())]), Note(id: "n2", text: "b")],
+                            owner: Ref(id: "p"))
+            var changes = ChangeSet()
+            try changes.save(task)
+            try changes.save(Person(id: "p", name: "Owner"))
+            let first = try await store.commit(changes)
+
+            // Dropping a child from the array deletes it (and what it owns) with the commit.
+            task.notes.removeFirst()
+            let second = try await store.save(task, message: "drop n1")
+            #expect(try await store.record(RecordKey(type: "Note", id: "n1")) == nil)
+            #expect(try await store.record(RecordKey(type: "Attachment", id: "a")) == nil)
+            #expect(try await store.record(RecordKey(type: "Note", id: "n1"), at: first.id) != nil)
+            #expect(second.recordCount == 3)
+
+            // Deleting the parent deletes its children but not what it references.
+            var deletion = ChangeSet()
+            try deletion.delete(Task.self, id: "t")
+            let third = try await store.commit(deletion)
+            #expect(third.recordCount == 1)
+            #expect(try await store.value(Person.self, id: "p") != nil)
+            #expect(try await store.values(Note.self).isEmpty)
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func historyLogAndDiff(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let v1 = try await store.save(Task(id: "t", title: "draft", done: false), message: "v1")
+            let v2 = try await store.save(Person(id: "p", name: "Bob"), message: "v2")
+            let v3 = try await store.save(Task(id: "t", title: "final", done: true), message: "v3")
+            let log = try await store.log()
+            #expect(log.map(\.id) == [v3.id, v2.id, v1.id])
+            #expect(log.map(\.message) == ["v3", "v2", "v1"])
+            #expect(v2.parents == [v1.id] && v3.parents == [v2.id])
+            #expect(v3.time > v2.time && v2.time > v1.time)
+
+            #expect(try await store.history(of: RecordKey(type: "Task", id: "t")).map(\.id) == [v3.id, v1.id])
+            #expect(try await store.history(of: RecordKey(type: "Person", id: "p")).map(\.id) == [v2.id])
+
+            let diff = try await store.diff(from: v1.id, to: v3.id)
+            #expect(diff.map(\.key.description) == ["Person/p", "Task/t"])
+            #expect(diff[0].kind == .added)
+            #expect(diff[1].kind == .modified)
+            #expect(diff[1].properties == [
+                PropertyChange(name: "done", old: .bool(false), new: .bool(true)),
+                PropertyChange(name: "title", old: .string("draft"), new: .string("final")),
+            ])
+            #expect(try await store.diff(from: v3.id, to: v1.id).first?.kind == .removed)
+            #expect(try await store.diff(from: v2.id, to: v2.id).isEmpty)
+            #expect(try await store.changes(in: v1.id).map(\.kind) == [.added])
+
+            // Old versions stay readable.
+            #expect(try await store.value(Task.self, id: "t", at: v1.id)?.title == "draft")
+
+            // Versions resolve by unique prefix and HEAD.
+            #expect(try await store.resolve(String(v2.id.hex.prefix(10))).id == v2.id)
+            #expect(try await store.resolve("HEAD").id == v3.id)
+            await #expect(throws: ArborError.self) { try await store.resolve("zzzz") }
+            await #expect(throws: ArborError.self) { try await store.resolve("ab") }
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func twoWritersOnOneParentLeaveTwoHeads(kind: AdapterKind) async throws {
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let base = try await Store(backend: backend).save(Person(id: "p", name: "base"))
+        // Two stores (two replicas) write concurrently on the same parent.
+        let a = Store(backend: backend, configuration: .init(replica: "a"))
+        let b = Store(backend: backend, configuration: .init(replica: "b"))
+        var changesA = ChangeSet(), changesB = ChangeSet()
+        try changesA.save(Person(id: "p", name: "from a"))
+        try changesB.save(Person(id: "q", name: "from b"))
+        async let commitA = a.commit(changesA, parents: [base.id])
+        async let commitB = b.commit(changesB, parents: [base.id])
+        let (va, vb) = try await (commitA, commitB)
+        let heads = Set(try await a.heads().map(\.id))
+        #expect(heads == [va.id, vb.id])
+        #expect(try await a.log().count == 3)
+    }
+
+    @Test(arguments: AdapterKind.allCases) func manyConcurrentWritersLoseNothing(kind: AdapterKind) async throws {
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let writers = 8, commitsEach = 10
+        let made = try await withThrowingTaskGroup(of: [Hash].self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    let store = Store(backend: backend, configuration: .init(replica: "w\(writer)"))
+                    var ids = [Hash]()
+                    for index in 0..<commitsEach {
+                        ids.append(try await store.save(Person(id: "w\(writer)-\(index)", name: "x")).id)
+                    }
+                    return ids
+                }
+            }
+            return try await group.reduce(into: [Hash]()) { $0 += $1 }
+        }
+        let reachable = Set(try await Store(backend: backend).log().map(\.id))
+        #expect(reachable.isSuperset(of: made))
+        #expect(made.count == writers * commitsEach)
+    }
+
+    @Test(arguments: AdapterKind.allCases) func corruptObjectsAreReportedNotCrashed(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let version = try await store.save(Person(id: "p", name: "x"))
+            // Replace the root node's bytes under its hash.
+            try await store.backend.delete([version.root])
+            await #expect { try await Store(backend: store.backend).value(Person.self, id: "p") } throws: { error in
+                (error as? ArborError)?.code == .missingObject
+            }
+            try await store.backend.put([(version.root, [0xA1, 0x01, 0x00])])
+            await #expect { try await Store(backend: store.backend).value(Person.self, id: "p") } throws: { error in
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains(version.root.hex)
+            }
+        }
+    }
+
+    @Test func badValuesAreRefusedBeforeAnythingIsWritten() async throws {
+        let backend = CountingBackend()
+        let store = Store(backend: backend)
+        var changes = ChangeSet()
+        try changes.save(Record(type: "Task", id: "t", properties: ["note": .child(RecordKey(type: "Note", id: "nope"))]))
+        await #expect(throws: ArborError.self) { try await store.commit(changes) }
+        #expect(backend.objectsWritten == 0)
+        #expect(try await store.heads().isEmpty)
+        var copy = ChangeSet()
+        #expect(throws: ArborError.self) { try copy.save(Record(type: "", id: "x", properties: [:])) }
+        #expect(throws: ArborError.self) { try copy.save(Record(type: "A\u{0}B", id: "x", properties: [:])) }
+    }
+
+    @Test func commitTimesFollowAHybridClock() async throws {
+        // A replica whose clock is far behind still produces versions later than their parents.
+        let backend = MemoryBackend()
+        let ahead = Store(backend: backend, configuration: .init(replica: "ahead", clock: { Date(timeIntervalSince1970: 2_000_000_000) }))
+        let behind = Store(backend: backend, configuration: .init(replica: "behind", clock: { Date(timeIntervalSince1970: 1_000_000_000) }))
+        let first = try await ahead.save(Person(id: "p", name: "a"))
+        let second = try await behind.save(Person(id: "p", name: "b"))
+        #expect(second.parents == [first.id])
+        #expect(second.time > first.time)
+        #expect(second.time.milliseconds == first.time.milliseconds && second.time.counter == 1)
+    }
+}
