@@ -57,10 +57,8 @@ public struct Hash: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Appends the 32 bytes of the hash to `buffer`.
     @inlinable
     public func append(to buffer: inout [UInt8]) {
-        for word in [w0, w1, w2, w3] {
-            var bigEndian = word.bigEndian
-            withUnsafeBytes(of: &bigEndian) { buffer.append(contentsOf: $0) }
-        }
+        var words = (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)
+        withUnsafeBytes(of: &words) { buffer.append(contentsOf: $0) }
     }
 
     /// 64 lowercase hexadecimal digits.

@@ -58,6 +58,11 @@ extension ByteReader {
 
 // MARK: - Index nodes
 
+@inline(__always)
+func varintSize(_ value: UInt64) -> Int {
+    value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
+}
+
 /// What an index entry holds: a record (inline, or in a blob object) or a child node.
 enum IndexPayload: Equatable, Sendable {
     /// The canonical bytes of the record's properties.
@@ -90,18 +95,53 @@ struct IndexNode: Sendable {
     var recordCount: UInt64 { entries.reduce(0) { $0 + $1.payload.recordCount } }
 
     func encoded() -> [UInt8] {
-        var writer = ByteWriter.object(level == 0 ? .leaf : .branch, capacity: 64 + entries.count * 120)
-        if level > 0 { writer.varint(level) }
-        writer.varint(entries.count)
+        // Sized exactly first, then written through a raw buffer: nodes are encoded on every
+        // commit, and per-byte appends would dominate the cost.
+        var size = 2 + varintSize(UInt64(entries.count)) + (level > 0 ? varintSize(UInt64(level)) : 0)
         for entry in entries {
-            writer.lengthPrefixed(entry.key)
+            size += varintSize(UInt64(entry.key.count)) + entry.key.count
             switch entry.payload {
-            case .inline(let bytes): writer.byte(0); writer.lengthPrefixed(bytes)
-            case .blob(let hash): writer.byte(1); writer.hash(hash)
-            case .node(let hash, let count): writer.hash(hash); writer.varint(count)
+            case .inline(let bytes): size += 1 + varintSize(UInt64(bytes.count)) + bytes.count
+            case .blob: size += 33
+            case .node(_, let count): size += 32 + varintSize(count)
             }
         }
-        return writer.bytes
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            var offset = 0
+            func put(_ byte: UInt8) { buffer[offset] = byte; offset += 1 }
+            func putVarint(_ value: UInt64) {
+                var rest = value
+                while rest >= 0x80 { put(UInt8(truncatingIfNeeded: rest) | 0x80); rest >>= 7 }
+                put(UInt8(rest))
+            }
+            func putBytes(_ bytes: [UInt8]) {
+                bytes.withUnsafeBufferPointer { source in
+                    guard let base = source.baseAddress, !source.isEmpty else { return }
+                    (buffer.baseAddress! + offset).update(from: base, count: source.count)
+                }
+                offset += bytes.count
+            }
+            func putHash(_ hash: Hash) {
+                var words = (hash.w0.bigEndian, hash.w1.bigEndian, hash.w2.bigEndian, hash.w3.bigEndian)
+                withUnsafeBytes(of: &words) { raw in
+                    for byte in raw { put(byte) }
+                }
+            }
+            put(objectFormatMarker)
+            put(level == 0 ? ObjectKind.leaf.rawValue : ObjectKind.branch.rawValue)
+            if level > 0 { putVarint(UInt64(level)) }
+            putVarint(UInt64(entries.count))
+            for entry in entries {
+                putVarint(UInt64(entry.key.count))
+                putBytes(entry.key)
+                switch entry.payload {
+                case .inline(let bytes): put(0); putVarint(UInt64(bytes.count)); putBytes(bytes)
+                case .blob(let hash): put(1); putHash(hash)
+                case .node(let hash, let count): putHash(hash); putVarint(count)
+                }
+            }
+            initialized = offset
+        }
     }
 
     static func decode(_ bytes: [UInt8]) throws -> IndexNode {

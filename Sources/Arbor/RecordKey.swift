@@ -23,8 +23,9 @@ public struct RecordKey: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(Array(type.utf8))
-        hasher.combine(Array(id.utf8))
+        // Byte-equal strings are canonically equal, so String's own hash agrees with `==`.
+        hasher.combine(type)
+        hasher.combine(id)
     }
 
     public var description: String { "\(type)/\(id)" }

@@ -24,14 +24,14 @@ extension ProllyTree {
         var newRoot: Hash
         while true {
             if levelEdits.isEmpty { return rootHash }
-            let removed: [IndexNode]
+            let removed: [(lastKey: [UInt8]?, hash: Hash)]
             let added: [IndexNode]
             if level > oldRoot.level {
                 // Above the old root the old level held only the (now replaced) old root.
                 removed = []
                 added = chunk(levelEdits.compactMap { edit in edit.payload.map { IndexEntry(key: edit.key, payload: $0) } }, level: level)
             } else {
-                (removed, added) = try await rewrite(level: level, edits: levelEdits, root: oldRoot, source: source)
+                (removed, added) = try await rewrite(level: level, edits: levelEdits, root: oldRoot, rootHash: rootHash, source: source)
             }
             if level >= oldRoot.level && added.count <= 1 {
                 newRoot = added.first.map(source.create) ?? source.create(.empty)
@@ -49,21 +49,30 @@ extension ProllyTree {
         return newRoot
     }
 
-    /// The edits for level `L + 1` after level `L` replaced `removed` by `added`, minus no-ops.
-    private static func parentEdits(removed: [IndexNode], added: [IndexNode], source: NodeSource) -> [IndexEdit] {
-        var old = [[UInt8]: Hash]()
-        var changes = [[UInt8]: IndexPayload?]()
-        for node in removed {
-            guard let key = node.lastKey else { continue }
-            changes[key] = .some(nil)
-            old[key] = Hash.of(node.encoded())
-        }
-        for node in added {
+    /// The edits for level `L + 1` after level `L` replaced `removed` by `added` (both in key
+    /// order), minus no-ops: a node rewritten identically changes nothing above it.
+    private static func parentEdits(removed: [(lastKey: [UInt8]?, hash: Hash)], added: [IndexNode], source: NodeSource) -> [IndexEdit] {
+        let old = removed.compactMap { node in node.lastKey.map { (key: $0, hash: node.hash) } }
+        var edits = [IndexEdit]()
+        edits.reserveCapacity(old.count + added.count)
+        var i = 0
+        var j = 0
+        while i < old.count || j < added.count {
+            let order = i == old.count ? 1 : (j == added.count ? -1 : compareKeys(old[i].key, added[j].lastKey!))
+            if order < 0 {
+                edits.append(IndexEdit(key: old[i].key, payload: nil))
+                i += 1
+                continue
+            }
+            let node = added[j]
             let hash = source.create(node)
-            let key = node.lastKey!
-            if old[key] == hash { changes[key] = nil } else { changes[key] = .node(hash, count: node.recordCount) }
+            if order > 0 || old[i].hash != hash {
+                edits.append(IndexEdit(key: node.lastKey!, payload: .node(hash, count: node.recordCount)))
+            }
+            if order == 0 { i += 1 }
+            j += 1
         }
-        return changes.map { IndexEdit(key: $0.key, payload: $0.value) }.sorted { compareKeys($0.key, $1.key) < 0 }
+        return edits
     }
 
     /// Splits a sorted run of entries into nodes at `level` by the boundary rule.
@@ -84,45 +93,47 @@ extension ProllyTree {
     /// Rewrites the nodes of one level that `edits` touch. Returns the old nodes replaced and the
     /// new nodes that replace them.
     private static func rewrite(
-        level: Int, edits: [IndexEdit], root: IndexNode, source: NodeSource
-    ) async throws -> (removed: [IndexNode], added: [IndexNode]) {
-        var removed = [IndexNode]()
+        level: Int, edits: [IndexEdit], root: IndexNode, rootHash: Hash, source: NodeSource
+    ) async throws -> (removed: [(lastKey: [UInt8]?, hash: Hash)], added: [IndexNode]) {
+        var removed = [(lastKey: [UInt8]?, hash: Hash)]()
         var added = [IndexNode]()
-        var cursor = LevelCursor(source: source, root: root, level: level)
+        var cursor = LevelCursor(source: source, root: root, rootHash: rootHash, level: level)
         var next = 0
         while next < edits.count {
             try await cursor.seek(edits[next].key)
             var run = [IndexEntry]()
             while true {
                 let node = cursor.node
-                removed.append(node)
+                removed.append((node.lastKey, cursor.nodeHash))
                 let isLast = !cursor.hasNext
                 // Edits up to this node's last key belong here; past the level's last key, all do.
                 let upper = isLast ? nil : node.lastKey
+                // In a canonical tree only a node's last entry can be a boundary, so old entries
+                // are copied in slices and only new keys are hashed.
+                let lastIsBoundary = node.lastKey.map { isBoundary($0, level: level) } ?? false
+                let entries = node.entries
                 var position = 0
-                func emit(_ entry: IndexEntry) {
-                    run.append(entry)
-                    if isBoundary(entry.key, level: level) {
-                        added.append(IndexNode(level: level, entries: run))
-                        run.removeAll(keepingCapacity: true)
-                    }
+                func flush() {
+                    added.append(IndexNode(level: level, entries: run))
+                    run.removeAll(keepingCapacity: true)
+                }
+                func copyOld(upTo end: Int) {
+                    guard end > position else { return }
+                    run.append(contentsOf: entries[position..<end])
+                    if end == entries.count && lastIsBoundary { flush() }
+                    position = end
                 }
                 while next < edits.count, upper.map({ compareKeys(edits[next].key, $0) <= 0 }) ?? true {
-                    let edit = edits[next]
-                    while position < node.entries.count, compareKeys(node.entries[position].key, edit.key) < 0 {
-                        emit(node.entries[position])
-                        position += 1
+                    let found = lowerBound(entries, from: position, key: edits[next].key)
+                    copyOld(upTo: found)
+                    if position < entries.count, compareKeys(entries[position].key, edits[next].key) == 0 { position += 1 }
+                    if let payload = edits[next].payload {
+                        run.append(IndexEntry(key: edits[next].key, payload: payload))
+                        if isBoundary(edits[next].key, level: level) { flush() }
                     }
-                    if position < node.entries.count, compareKeys(node.entries[position].key, edit.key) == 0 {
-                        position += 1
-                    }
-                    if let payload = edit.payload { emit(IndexEntry(key: edit.key, payload: payload)) }
                     next += 1
                 }
-                while position < node.entries.count {
-                    emit(node.entries[position])
-                    position += 1
-                }
+                copyOld(upTo: entries.count)
                 if run.isEmpty { break }
                 if isLast {
                     added.append(IndexNode(level: level, entries: run))
@@ -133,6 +144,18 @@ extension ProllyTree {
             }
         }
         return (removed, added)
+    }
+
+    /// The first index at or after `start` whose entry's key is not less than `key`.
+    @inline(__always)
+    static func lowerBound(_ entries: [IndexEntry], from start: Int, key: [UInt8]) -> Int {
+        var low = start
+        var high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if compareKeys(entries[middle].key, key) < 0 { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 
     /// Loads, level by level and in one batch per level, every node on the paths to `keys`, so

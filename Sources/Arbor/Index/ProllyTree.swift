@@ -1,11 +1,14 @@
 /// The shape rules of the index: a prolly tree whose node boundaries depend on keys alone.
 ///
 /// An entry at level `L` ends its node when a 64-bit hash of its key salted with `L` falls in the
-/// lowest 1/32 of the range. Since that decision looks at nothing but the key, the same set of
+/// lowest 1/16 (leaves) or 1/32 (branches) of the range. Since that decision looks at nothing but the key, the same set of
 /// records always yields the same nodes and the same root hash, whatever order it was written in.
 enum ProllyTree {
-    /// On average one entry in `fanout` ends a node.
-    static let fanout: UInt64 = 32
+    /// On average one leaf entry in `leafFanout` ends its leaf. Small leaves keep the bytes a
+    /// commit rewrites low when its records land all over the index (random ids).
+    static let leafFanout: UInt64 = 16
+    /// On average one branch entry in `branchFanout` ends its node.
+    static let branchFanout: UInt64 = 32
     /// Records whose canonical bytes are longer than this are stored as blob objects.
     static let inlineLimit = 1024
 
@@ -26,7 +29,7 @@ enum ProllyTree {
 
     @inline(__always)
     static func isBoundary(_ key: [UInt8], level: Int) -> Bool {
-        boundaryHash(key, level: level) < UInt64.max / fanout
+        boundaryHash(key, level: level) < UInt64.max / (level == 0 ? leafFanout : branchFanout)
     }
 
     /// The payload that stores `properties` as a record: inline, or a blob for large records.
@@ -82,15 +85,20 @@ struct LevelCursor {
     let source: NodeSource
     let level: Int
     let root: IndexNode
+    let rootHash: Hash
     /// Branches from the root down to the parent of `node`, with the index taken in each.
     private(set) var path: [(node: IndexNode, index: Int)] = []
     private(set) var node: IndexNode
+    /// The hash of `node`, as its parent names it.
+    private(set) var nodeHash: Hash
 
-    init(source: NodeSource, root: IndexNode, level: Int) {
+    init(source: NodeSource, root: IndexNode, rootHash: Hash, level: Int) {
         self.source = source
         self.root = root
+        self.rootHash = rootHash
         self.level = level
         self.node = root
+        self.nodeHash = rootHash
     }
 
     /// Moves to the node at `level` that covers `key`: the first whose last key is at least `key`,
@@ -98,13 +106,16 @@ struct LevelCursor {
     mutating func seek(_ key: [UInt8]) async throws {
         path.removeAll(keepingCapacity: true)
         var current = root
+        var currentHash = rootHash
         while current.level > level {
             let index = current.childIndex(covering: key)
             path.append((current, index))
             guard case .node(let child, _) = current.entries[index].payload else { throw malformed() }
             current = try await source.node(child)
+            currentHash = child
         }
         node = current
+        nodeHash = currentHash
     }
 
     var hasNext: Bool { path.contains { $0.index < $0.node.entries.count - 1 } }
@@ -114,20 +125,21 @@ struct LevelCursor {
         while let last = path.last, last.index >= last.node.entries.count - 1 { path.removeLast() }
         guard !path.isEmpty else { return false }
         path[path.count - 1].index += 1
-        var current = try await child(of: path[path.count - 1])
+        var (current, currentHash) = try await child(of: path[path.count - 1])
         while current.level > level {
             path.append((current, 0))
-            current = try await child(of: (current, 0))
+            (current, currentHash) = try await child(of: (current, 0))
         }
         node = current
+        nodeHash = currentHash
         return true
     }
 
-    private func child(of step: (node: IndexNode, index: Int)) async throws -> IndexNode {
+    private func child(of step: (node: IndexNode, index: Int)) async throws -> (IndexNode, Hash) {
         guard case .node(let hash, _) = step.node.entries[step.index].payload else { throw malformed() }
         let child = try await source.node(hash)
         guard child.level == step.node.level - 1 else { throw malformed() }
-        return child
+        return (child, hash)
     }
 
     private func malformed() -> ArborError {

@@ -61,17 +61,43 @@ extension Store {
     /// applied: children a saved value no longer holds, and everything a deleted value owned,
     /// are deleted too.
     private func resolve(_ changes: ChangeSet, base: Hash, source: NodeSource) async throws -> [RecordKey: Record?] {
+        // What every touched key owned before the commit, found in one batched walk: a key's
+        // earlier change in this set replaces the base version (handled in order below).
+        var roots = [RecordKey]()
+        for change in changes.changes {
+            switch change {
+            case .save(let records): roots.append(records[0].key); roots += records.flatMap(\.childKeys)
+            case .delete(let key): roots.append(key)
+            }
+        }
+        let ownedAtBase = try await descendants(of: roots, base: base, source: source)
+
         var result = [RecordKey: Record?]()
+        /// What `key` owns now: through this change set where it changed here, else at the base.
+        func owned(by key: RecordKey) -> [RecordKey] {
+            guard let changed = result[key] else { return ownedAtBase[key] ?? [] }
+            var found = [RecordKey]()
+            var seen: Set<RecordKey> = [key]
+            var frontier = changed?.childKeys ?? []
+            while let next = frontier.popLast() {
+                guard seen.insert(next).inserted else { continue }
+                found.append(next)
+                if let record = result[next] {
+                    frontier += record?.childKeys ?? []
+                } else {
+                    for owned in ownedAtBase[next] ?? [] where seen.insert(owned).inserted { found.append(owned) }
+                }
+            }
+            return found
+        }
         for change in changes.changes {
             switch change {
             case .save(let records):
                 let kept = Set(records.map(\.key))
-                for key in try await descendants(of: records[0].key, overlay: result, base: base, source: source) where !kept.contains(key) {
-                    result[key] = .some(nil)
-                }
+                for key in owned(by: records[0].key) where !kept.contains(key) { result[key] = .some(nil) }
                 for record in records { result[record.key] = record }
             case .delete(let key):
-                for owned in try await descendants(of: key, overlay: result, base: base, source: source) { result[owned] = .some(nil) }
+                for key in owned(by: key) { result[key] = .some(nil) }
                 result[key] = .some(nil)
             }
         }
@@ -97,29 +123,23 @@ extension Store {
         return result
     }
 
-    /// The keys `key` owns directly or indirectly, as of `base` with `overlay` applied.
-    private func descendants(
-        of key: RecordKey, overlay: [RecordKey: Record?], base: Hash, source: NodeSource
-    ) async throws -> [RecordKey] {
-        var seen: Set<RecordKey> = [key]
-        var owned = [RecordKey]()
-        var frontier = [key]
+    /// For each of `roots`, the keys it owns directly or indirectly at `base`, loaded one
+    /// ownership level per batch for all roots together.
+    private func descendants(of roots: [RecordKey], base: Hash, source: NodeSource) async throws -> [RecordKey: [RecordKey]] {
+        var result = [RecordKey: [RecordKey]]()
+        var seen = [RecordKey: Set<RecordKey>]()
+        var frontier = Set(roots).map { (root: $0, key: $0) }
         while !frontier.isEmpty {
-            var current = [RecordKey: Record]()
-            var fromBase = [RecordKey]()
-            for key in frontier {
-                if let overlaid = overlay[key] { if let record = overlaid { current[key] = record } } else { fromBase.append(key) }
-            }
-            current.merge(try await records(fromBase, root: base, source: source)) { $1 }
-            var next = [RecordKey]()
-            for key in frontier {
-                for child in current[key]?.childKeys ?? [] where seen.insert(child).inserted {
-                    owned.append(child)
-                    next.append(child)
+            let found = try await records(Array(Set(frontier.map(\.key))), root: base, source: source)
+            var next = [(root: RecordKey, key: RecordKey)]()
+            for (root, key) in frontier {
+                for child in found[key]?.childKeys ?? [] where seen[root, default: [root]].insert(child).inserted {
+                    result[root, default: []].append(child)
+                    next.append((root, child))
                 }
             }
             frontier = next
         }
-        return owned
+        return result
     }
 }

@@ -1,0 +1,18 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// A separate package so that users of Arbor never fetch or build benchmark code.
+// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit] [--records N]
+let package = Package(
+    name: "ArborBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [.package(name: "Arbor", path: "..")],
+    targets: [
+        .executableTarget(
+            name: "arbor-benchmarks",
+            dependencies: [.product(name: "Arbor", package: "Arbor"), .product(name: "ArborJSON", package: "Arbor")],
+            path: "Sources/ArborBenchmarks"
+        )
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,56 @@
+import Arbor
+import ArborJSON
+import Foundation
+
+@main
+struct ArborBenchmarks {
+    static func main() async {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        var records = 100_000
+        var batch = 1_000
+        if let index = arguments.firstIndex(of: "--records"), index + 1 < arguments.count, let value = Int(arguments[index + 1]) {
+            records = value
+            arguments.removeSubrange(index...(index + 1))
+        }
+        if let index = arguments.firstIndex(of: "--batch"), index + 1 < arguments.count, let value = Int(arguments[index + 1]) {
+            batch = value
+            arguments.removeSubrange(index...(index + 1))
+        }
+        var adapters = ["memory", "json"]
+        if let index = arguments.firstIndex(of: "--adapters"), index + 1 < arguments.count {
+            adapters = arguments[index + 1].split(separator: ",").map(String.init)
+            arguments.removeSubrange(index...(index + 1))
+        }
+        let suites = arguments.isEmpty ? ["commit"] : arguments
+        do {
+            for suite in suites {
+                switch suite {
+                case "phases":
+                    try await PhaseProbe.run(records: records, batch: batch)
+                case "commit":
+                    let benchmark = CommitBenchmark(records: records, batch: batch)
+                    var seconds = [String: Double]()
+                    if adapters.contains("memory") {
+                        seconds["memory"] = try await benchmark.run(on: MemoryBackend(), label: "memory")
+                    }
+                    if adapters.contains("json") {
+                        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-bench-\(UUID().uuidString)").path
+                        defer { try? FileManager.default.removeItem(atPath: folder) }
+                        seconds["json"] = try await benchmark.run(on: try JSONBackend.create(.init(path: folder)), label: "json")
+                    }
+                    if let memory = seconds["memory"] {
+                        let scaled = memory * 100_000 / Double(records)
+                        print(String(format: "target: memory under 2 s per 100,000 records -> %@ (%.2f s per 100,000)", scaled < 2 ? "met" : "missed", scaled))
+                        if let json = seconds["json"] { print(String(format: "json/memory ratio: %.1fx", json / memory)) }
+                    }
+                default:
+                    print("unknown benchmark \(suite); available: commit")
+                    exit(2)
+                }
+            }
+        } catch {
+            print("error: \(error)")
+            exit(1)
+        }
+    }
+}

@@ -1,0 +1,26 @@
+import Arbor
+import Foundation
+
+/// Splits the commit benchmark's time into its phases: encoding values into records, and
+/// committing already-encoded records.
+enum PhaseProbe {
+    static func run(records: Int, batch: Int) async throws {
+        let items = CommitBenchmark.items(records)
+        var start = ContinuousClock.now
+        var encoded = [Record]()
+        encoded.reserveCapacity(records)
+        for item in items { encoded += try RecordEncoder.records(of: item) }
+        print(String(format: "phase   encode %d values to records: %.3f s", records, (ContinuousClock.now - start).seconds))
+
+        let store = Store(backend: MemoryBackend())
+        start = ContinuousClock.now
+        var committed = 0
+        while committed < encoded.count {
+            var changes = ChangeSet()
+            for record in encoded[committed..<min(committed + batch, encoded.count)] { try changes.save(record) }
+            try await store.commit(changes)
+            committed += batch
+        }
+        print(String(format: "phase   commit %d encoded records: %.3f s", records, (ContinuousClock.now - start).seconds))
+    }
+}
