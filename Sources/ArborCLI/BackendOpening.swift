@@ -17,7 +17,6 @@ func openBackend(_ location: StoreLocation, create: Bool) throws -> any Backend 
     case .sqlite, .lmdb, .postgres:
         throw ArborError(
             .invalidInput,
-            "the \(location.scheme) adapter is not available in this build of arbor yet; use memory: or json:PATH",
-            operation: create ? "create" : "open")
+            "the \(location.scheme) adapter is not available in this build of arbor yet; use memory: or json:PATH")
     }
 }

@@ -32,7 +32,7 @@ public enum StoreLocation: Hashable, Sendable, CustomStringConvertible {
         let rest = String(text[text.index(after: colon)...])
         switch scheme {
         case "memory":
-            guard rest.isEmpty else { throw ArborError(.invalidInput, "a memory: store takes no path; write just memory:") }
+            guard rest.isEmpty else { throw ArborError(.invalidInput, "a memory: store takes no path; write memory:, or json:PATH for a store on disk") }
             self = .memory
         case "json": self = .json(path: try Self.path(rest, scheme: "json"))
         case "sqlite": self = .sqlite(path: try Self.path(rest, scheme: "sqlite"))
