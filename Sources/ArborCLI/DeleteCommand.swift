@@ -40,7 +40,7 @@ public struct DeleteCommand: StoreCommand {
         }
         var summary = "\(version.id.abbreviated()) deleted \(key)"
         let owned = changes.filter { $0.key != key }.count
-        if owned > 0 { summary += " and \(PutCommand.count(owned, "owned record", "owned records"))" }
+        if owned > 0 { summary += " and \(Rendering.count(owned, "owned record", "owned records"))" }
         print(summary, to: &output)
     }
 }

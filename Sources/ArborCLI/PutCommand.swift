@@ -63,18 +63,14 @@ public struct PutCommand: StoreCommand {
         if let change = changes.first(where: { $0.key == key }) {
             let names = change.properties.map(\.name)
             switch change.kind {
-            case .added: summary = "added \(key) (\(count(names.count, "property", "properties")))"
+            case .added: summary = "added \(key) (\(Rendering.count(names.count, "property", "properties")))"
             default: summary = "modified \(key) (changed: \(names.joined(separator: ", ")))"
             }
         } else {
             summary = "left \(key) unchanged"
         }
         let dropped = changes.filter { $0.key != key && $0.kind == .removed }.count
-        if dropped > 0 { summary += ", removed \(count(dropped, "owned record", "owned records"))" }
+        if dropped > 0 { summary += ", removed \(Rendering.count(dropped, "owned record", "owned records"))" }
         return summary
-    }
-
-    static func count(_ number: Int, _ singular: String, _ plural: String) -> String {
-        "\(number) \(number == 1 ? singular : plural)"
     }
 }

@@ -10,7 +10,7 @@ enum Rendering {
 
     /// One line: abbreviated hash, time, replica, record count, first line of the message.
     static func line(_ version: Version) -> String {
-        let records = version.recordCount == 1 ? "1 record" : "\(version.recordCount) records"
+        let records = count(Int(clamping: version.recordCount), "record", "records")
         let columns = [version.id.abbreviated(), version.time.description, version.replica, records, firstLine(version.message)]
         return columns.filter { !$0.isEmpty }.joined(separator: "  ")
     }
@@ -52,6 +52,11 @@ enum Rendering {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter.string(from: time.date)
+    }
+
+    /// `number` and the noun that goes with it: "1 record", "2 records".
+    static func count(_ number: Int, _ singular: String, _ plural: String) -> String {
+        "\(number) \(number == 1 ? singular : plural)"
     }
 
     private static func firstLine(_ text: String) -> String {
