@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// The `arbor` command: its subcommands inspect and change a store.
 public struct ArborCommand: AsyncParsableCommand {
@@ -16,4 +17,39 @@ public struct ArborCommand: AsyncParsableCommand {
         ])
 
     public init() {}
+
+    /// Runs the command line of this process.
+    public static func main() async {
+        await main(nil)
+    }
+
+    /// Parses `arguments` (default: this process's), runs the subcommand and exits, as
+    /// ArgumentParser's `main` does — except that no message shows a password of a store URL.
+    /// The parser quotes arguments it does not expect, and a URL may be one of them.
+    public static func main(_ arguments: [String]?) async {
+        let arguments = arguments ?? Array(CommandLine.arguments.dropFirst())
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            let message = redactedMessage(for: error, arguments: arguments)
+            if !message.isEmpty {
+                // Help and other clean exits go to standard output, failures to standard error.
+                var stream = code.isSuccess ? StandardStream.output : StandardStream.error
+                print(message, to: &stream)
+            }
+            Foundation.exit(code.rawValue)
+        }
+    }
+
+    /// ArgumentParser's full message for `error`, with the secrets of every argument that looks
+    /// like a URL replaced by `***`.
+    static func redactedMessage(for error: any Error, arguments: [String]) -> String {
+        arguments.reduce(fullMessage(for: error)) { StoreLocation.redactingSecrets(of: $1, in: $0) }
+    }
 }

@@ -130,3 +130,19 @@ import Testing
         #expect((StoreLocation.redactingSecrets(of: url, in: harmless) as? ArborError)?.message == "no store")
     }
 }
+
+/// The parser's own messages quote unexpected arguments; a store URL among them is redacted.
+@Suite struct ParserMessageRedactionTests {
+    @Test(arguments: [
+        ["nosuch", "postgres://bob:s3cret@localhost/db"],
+        ["heads", "json:x", "postgres://bob:s3cret@localhost/db"],
+        ["log", "postgres://bob:s3cret@localhost/db", "--limit", "0"],
+    ])
+    func parserErrorsNeverShowThePassword(arguments: [String]) throws {
+        let error = try #require(throws: (any Error).self) { try ArborCommand.parseAsRoot(arguments) }
+        #expect(ArborCommand.fullMessage(for: error).isEmpty == false)
+        let message = ArborCommand.redactedMessage(for: error, arguments: arguments)
+        #expect(!message.isEmpty)
+        #expect(!message.contains("s3cret"))
+    }
+}
