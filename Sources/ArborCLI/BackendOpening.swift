@@ -1,0 +1,22 @@
+import Arbor
+import ArborJSON
+
+/// Opens (or, with `create`, creates) the backend of a store location: the one place that maps
+/// URL schemes to adapters, so that a new adapter is added here and nowhere else.
+///
+/// Opening a store that does not exist throws ``ArborError/Code/notFound``; creating one where a
+/// store exists throws ``ArborError/Code/alreadyExists`` and leaves it untouched. A `memory:`
+/// store is always new and empty.
+func openBackend(_ location: StoreLocation, create: Bool) throws -> any Backend {
+    switch location {
+    case .memory:
+        return MemoryBackend()
+    case .json(let path):
+        let configuration = JSONBackend.Configuration(path: path)
+        return create ? try JSONBackend.create(configuration) : try JSONBackend.open(configuration)
+    case .sqlite, .lmdb, .postgres:
+        throw ArborError(
+            .invalidInput,
+            "the \(location.scheme) adapter is not available in this build of arbor yet; use memory: or json:PATH")
+    }
+}

@@ -1,0 +1,38 @@
+import Arbor
+import ArgumentParser
+
+/// `arbor log URL [--limit N] [--json]`: lists versions, newest first.
+public struct LogCommand: StoreCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "log",
+        abstract: "List the versions, newest first.",
+        discussion: """
+            One line a version: abbreviated hash, time (ISO 8601, UTC), replica, record count and \
+            the first line of the message. With --json, an array of \
+            {"id", "parents", "time", "counter", "replica", "message", "recordCount"} with full hashes.
+            """)
+
+    @OptionGroup public var store: StoreOptions
+
+    @Option(help: "List at most this many versions.")
+    public var limit: Int?
+
+    @OptionGroup public var format: OutputOptions
+
+    public init() {}
+
+    public func validate() throws {
+        if let limit, limit < 1 { throw ValidationError("--limit must be at least 1") }
+    }
+
+    public func run() async throws { try await executeOnStandardOutput() }
+
+    public func execute(_ output: inout some TextOutputStream) async throws {
+        let versions = try await store.withStore { store in try await store.log(limit: limit ?? .max) }
+        if format.json {
+            print(JSONValue.array(versions.map(Rendering.json)).serialized(pretty: true), to: &output)
+        } else {
+            for version in versions { print(Rendering.line(version), to: &output) }
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import Arbor
+import ArgumentParser
+
+/// The store URL every subcommand takes as its first argument.
+public struct StoreOptions: ParsableArguments {
+    /// The store URL as written. It is parsed when the command runs, not by the argument parser,
+    /// whose errors would repeat it — password included.
+    @Argument(help: ArgumentHelp(
+        "The store: memory:, json:PATH, sqlite:PATH, lmdb:PATH or postgres://user:password@host:port/database.",
+        valueName: "url"))
+    public var url: String
+
+    public init() {}
+
+    /// The parsed location.
+    func location() throws -> StoreLocation {
+        try StoreLocation(parsing: url)
+    }
+
+    /// Opens the store (creates it when `create`), runs `body` on it and closes the backend,
+    /// also when `body` throws. Errors are rethrown with the URL's password redacted.
+    func withStore<Value>(
+        create: Bool = false,
+        configuration: Store.Configuration = Store.Configuration(),
+        _ body: (Store) async throws -> Value
+    ) async throws -> Value {
+        do {
+            let store = Store(backend: try openBackend(try location(), create: create), configuration: configuration)
+            let value: Value
+            do {
+                value = try await body(store)
+            } catch {
+                // The work's error matters more than a failure to close after it.
+                try? await store.close()
+                throw error
+            }
+            try await store.close()
+            return value
+        } catch {
+            throw StoreLocation.redactingSecrets(of: url, in: error)
+        }
+    }
+}

@@ -1,0 +1,234 @@
+import Arbor
+import ArborCLI
+import ArborJSON
+import Foundation
+import Testing
+
+/// The commands run one after another on a real `json:` store, as a person would run them.
+@Suite struct EndToEndTests {
+    @Test func aRecordsWholeLife() async throws {
+        try await withJSONStore { url async throws in
+            // put, then get in both forms
+            let first = try committedHash(try await arbor("put", url, "Task", "1", #"{"title": "Write", "done": false}"#, "-m", "first"))
+            let plain = lines(try await arbor("get", url, "Task", "1"))
+            #expect(plain.first == "Task/1 at \(first)")
+            let shown = try json(plain.dropFirst().joined(separator: "\n"))
+            #expect(shown == .object([("done", .bool(false)), ("title", .string("Write"))]))
+
+            let document = try json(try await arbor("get", url, "Task", "1", "--json"))
+            #expect(document["type"] == .string("Task"))
+            #expect(document["id"] == .string("1"))
+            let fullHash = try #require(document["version"]?.stringValue)
+            #expect(fullHash.count == 64 && fullHash.hasPrefix(first))
+            #expect(document["properties"]?["title"] == .string("Write"))
+            #expect(document["properties"]?["done"] == .bool(false))
+
+            // a second version
+            let secondOutput = try await arbor("put", url, "Task", "1", #"{"title": "Write CLI", "done": false}"#, "-m", "second")
+            #expect(secondOutput.contains("modified Task/1 (changed: title)"))
+            let second = try committedHash(secondOutput)
+
+            // log: newest first, in both forms, and limited
+            let log = lines(try await arbor("log", url))
+            #expect(log.count == 2)
+            #expect(log[0].hasPrefix(second) && log[0].hasSuffix("second") && log[0].contains("1 record"))
+            #expect(log[1].hasPrefix(first) && log[1].hasSuffix("first"))
+            let logJSON = try json(try await arbor("log", url, "--json")).elements
+            #expect(logJSON.map { $0["message"] } == [.string("second"), .string("first")])
+            #expect(logJSON[0]["parents"] == .array([.string(fullHash)]))
+            #expect(logJSON[1]["id"] == .string(fullHash))
+            #expect(logJSON[1]["recordCount"] == .number("1"))
+            #expect(lines(try await arbor("log", url, "--limit", "1")).count == 1)
+
+            // heads: only the newest version
+            let heads = lines(try await arbor("heads", url))
+            #expect(heads.count == 1 && heads[0].hasPrefix(second))
+            #expect(try json(try await arbor("heads", url, "--json")).elements.count == 1)
+
+            // diff: the changed property with its old and new value
+            let diff = try await arbor("diff", url, first, second)
+            #expect(lines(diff) == ["~ Task/1", #"  title: "Write" -> "Write CLI""#])
+            let diffJSON = try json(try await arbor("diff", url, first, "HEAD", "--json")).elements
+            #expect(diffJSON.count == 1)
+            #expect(diffJSON.first?["change"] == .string("modified"))
+            #expect(diffJSON.first?["properties"] == .array([
+                .object([("name", .string("title")), ("old", .string("Write")), ("new", .string("Write CLI"))])
+            ]))
+            #expect(try await arbor("diff", url, second, second).isEmpty)
+
+            // show: metadata and the changes against the parent
+            let show = try await arbor("show", url, second)
+            #expect(show.contains("parents  \(first)"))
+            #expect(show.contains("message  second"))
+            #expect(show.contains(#"  title: "Write" -> "Write CLI""#))
+            let showJSON = try json(try await arbor("show", url, first, "--json"))
+            #expect(showJSON["id"] == .string(fullHash))
+            #expect(showJSON["changes"]?.elements.first?["change"] == .string("added"))
+
+            // an older version is still readable
+            let old = try json(try await arbor("get", url, "Task", "1", "--at", first, "--json"))
+            #expect(old["properties"]?["title"] == .string("Write"))
+
+            // delete: the record is gone at HEAD, and deleting again fails
+            let deleted = try await arbor("delete", url, "Task", "1", "-m", "done")
+            #expect(deleted.hasSuffix("deleted Task/1\n"))
+            let missing = try #require(await arborError("get", url, "Task", "1"))
+            #expect(missing.code == .notFound)
+            #expect(missing.message == "no Task/1 at \(try committedHash(deleted))")
+            #expect(await arborError("delete", url, "Task", "1")?.code == .notFound)
+            #expect(lines(try await arbor("diff", url, second, "HEAD")) == ["- Task/1", "  done: false", #"  title: "Write CLI""#])
+            #expect(lines(try await arbor("log", url)).count == 3)
+        }
+    }
+
+    @Test func initTwiceFailsAndLeavesTheStore() async throws {
+        try await withJSONStore { url async throws in
+            _ = try await arbor("put", url, "Task", "1", #"{"title": "Keep me"}"#)
+            let error = try #require(await arborError("init", url))
+            #expect(error.code == .alreadyExists)
+            #expect(error.message.hasPrefix("a store already exists at "))
+            #expect(try json(try await arbor("get", url, "Task", "1", "--json"))["properties"]?["title"] == .string("Keep me"))
+        }
+    }
+
+    @Test func commandsOnAMissingStoreFail() async throws {
+        try await withJSONStore(initialized: false) { url async throws in
+            #expect(await arborError("log", url)?.code == .notFound)
+            #expect(await arborError("put", url, "Task", "1", "{}")?.code == .notFound)
+        }
+    }
+
+    @Test func anEmptyStoreHasNoVersions() async throws {
+        try await withJSONStore { url async throws in
+            #expect(try await arbor("log", url).isEmpty)
+            #expect(try await arbor("heads", url, "--json") == "[]\n")
+            #expect(await arborError("get", url, "Task", "1")?.message == "the store has no versions yet")
+            #expect(await arborError("delete", url, "Task", "1")?.message == "no Task/1: the store has no versions yet")
+        }
+    }
+
+    @Test func propertiesComeFromStandardInput() async throws {
+        try await withJSONStore { url async throws in
+            _ = try await arbor("put", url, "Note", "a", input: #"{"text": "from stdin"}"#)
+            _ = try await arbor("put", url, "Note", "b", "-", input: #"{"text": "from dash"}"#)
+            #expect(try json(try await arbor("get", url, "Note", "a", "--json"))["properties"]?["text"] == .string("from stdin"))
+            #expect(try json(try await arbor("get", url, "Note", "b", "--json"))["properties"]?["text"] == .string("from dash"))
+            // An argument wins over standard input.
+            _ = try await arbor("put", url, "Note", "c", #"{"text": "argument"}"#, input: #"{"text": "ignored"}"#)
+            #expect(try json(try await arbor("get", url, "Note", "c", "--json"))["properties"]?["text"] == .string("argument"))
+        }
+    }
+
+    @Test(arguments: [#"{"title": }"#, "[1, 2]", "", #"{"n": 99999999999999999999}"#, #"{"when": {"$date": "yesterday"}}"#])
+    func malformedPropertiesFailAndLeaveTheStoreUnchanged(properties: String) async throws {
+        try await withJSONStore { url async throws in
+            _ = try await arbor("put", url, "Task", "1", #"{"title": "before"}"#)
+            let error = try #require(await arborError("put", url, "Task", "1", properties))
+            #expect(error.code == .invalidInput)
+            #expect(error.message.hasPrefix("the properties of Task/1 are not valid: "))
+            #expect(await arborError("put", url, "Task", "2", input: properties)?.code == .invalidInput)
+            #expect(lines(try await arbor("log", url)).count == 1)
+            #expect(try json(try await arbor("get", url, "Task", "1", "--json"))["properties"]?["title"] == .string("before"))
+        }
+    }
+
+    @Test func versionsResolveByPrefixAndHEAD() async throws {
+        try await withJSONStore { url async throws in
+            let first = try committedHash(try await arbor("put", url, "Task", "1", #"{"n": 1}"#))
+            _ = try await arbor("put", url, "Task", "1", #"{"n": 2}"#)
+            let prefix = String(first.prefix(4))
+            #expect(try json(try await arbor("get", url, "Task", "1", "--at", prefix, "--json"))["properties"]?["n"] == .number("1"))
+            #expect(try json(try await arbor("get", url, "Task", "1", "--at", "head", "--json"))["properties"]?["n"] == .number("2"))
+            #expect(try await arbor("show", url, first.uppercased()).contains("version  \(first)"))
+
+            let log = try json(try await arbor("log", url, "--json")).elements.compactMap { $0["id"]?.stringValue }
+            let unknown = try #require((0..<0x10000).lazy.map { String(format: "%04x", $0) }.first { candidate in
+                !log.contains { $0.hasPrefix(candidate) }
+            })
+            let error = try #require(await arborError("get", url, "Task", "1", "--at", unknown))
+            #expect(error.code == .unknownVersion)
+            #expect(error.message == "no version starts with \(unknown)")
+            #expect(await arborError("show", url, "abc")?.code == .unknownVersion)
+            #expect(await arborError("diff", url, "HEAD", "not-a-version")?.code == .unknownVersion)
+        }
+    }
+
+    @Test func anAmbiguousPrefixFails() async throws {
+        try await withJSONStore { url async throws in
+            // Commit through the core, without flushing to disk, until two hashes share 4 digits.
+            let path = String(url.dropFirst("json:".count))
+            let store = Store(backend: try JSONBackend.open(JSONBackend.Configuration(path: path, synchronous: false)))
+            var seen = [String: Hash]()
+            var shared: String?
+            for number in 0..<5000 where shared == nil {
+                var changes = ChangeSet()
+                try changes.save(Record(type: "Counter", id: "c", properties: ["n": .int(Int64(number))]))
+                let prefix = String(try await store.commit(changes).id.hex.prefix(4))
+                if seen.updateValue(Hash.of([]), forKey: prefix) != nil { shared = prefix }
+            }
+            try await store.close()
+            let prefix = try #require(shared)
+
+            let error = try #require(await arborError("show", url, prefix))
+            #expect(error.code == .unknownVersion)
+            #expect(error.message.hasPrefix("\(prefix) is ambiguous"))
+        }
+    }
+
+    @Test func diffsShowAddedRemovedAndNullProperties() async throws {
+        try await withJSONStore { url async throws in
+            let first = try committedHash(try await arbor("put", url, "Task", "1", #"{"note": null, "title": "a"}"#))
+            _ = try await arbor("put", url, "Task", "2", #"{"title": "b"}"#)
+            let third = try committedHash(try await arbor("put", url, "Task", "1", #"{"note": 5, "tags": ["x"], "title": "a"}"#))
+
+            #expect(lines(try await arbor("diff", url, first, third)) == [
+                "~ Task/1", "  note: null -> 5", #"  tags: (absent) -> ["x"]"#,
+                "+ Task/2", #"  title: "b""#,
+            ])
+            // Reversed, the added record is removed and the absent side swaps.
+            #expect(lines(try await arbor("diff", url, third, first)) == [
+                "~ Task/1", "  note: 5 -> null", #"  tags: ["x"] -> (absent)"#,
+                "- Task/2", #"  title: "b""#,
+            ])
+
+            // In JSON a null value is written, an absent one left out.
+            let changes = try json(try await arbor("diff", url, first, third, "--json")).elements
+            #expect(changes.map { $0["change"] } == [.string("modified"), .string("added")])
+            #expect(changes[0]["properties"] == .array([
+                .object([("name", .string("note")), ("old", .null), ("new", .number("5"))]),
+                .object([("name", .string("tags")), ("new", .array([.string("x")]))]),
+            ]))
+            #expect(changes[1]["properties"] == .array([.object([("name", .string("title")), ("new", .string("b"))])]))
+        }
+    }
+
+    @Test func deletingAnOwnerDeletesItsChildren() async throws {
+        try await withJSONStore { url async throws in
+            _ = try await arbor("put", url, "Task", "t1", #"{"title": "child"}"#)
+            let put = try await arbor("put", url, "Project", "p", #"{"lead": {"$child": {"type": "Task", "id": "t1"}}}"#)
+            #expect(put.contains("added Project/p (1 property)"))
+            let owner = try json(try await arbor("get", url, "Project", "p", "--json"))
+            #expect(owner["properties"]?["lead"]?["$child"]?["id"] == .string("t1"))
+
+            let deleted = try await arbor("delete", url, "Project", "p")
+            #expect(deleted.hasSuffix("deleted Project/p and 1 owned record\n"))
+            #expect(await arborError("get", url, "Task", "t1")?.code == .notFound)
+            #expect(try await arbor("show", url, "HEAD").contains("- Task/t1"))
+        }
+    }
+
+    @Test func commitsAreSignedWithTheReplica() async throws {
+        try await withJSONStore { url async throws in
+            _ = try await arbor("put", url, "Task", "1", "{}", "--replica", "laptop-7")
+            #expect(try json(try await arbor("log", url, "--json")).elements.first?["replica"] == .string("laptop-7"))
+            #expect(try json(try await arbor("log", url, "--json")).elements.first?["message"] == .string("put Task/1"))
+            #expect(try await arbor("show", url, "HEAD").contains("replica  laptop-7"))
+        }
+    }
+
+    @Test func aMemoryStoreWorksForOneCommand() async throws {
+        #expect(try await arbor("init", "memory:") == "created an empty store at memory:\n")
+        #expect(try await arbor("put", "memory:", "Task", "1", "{}").contains("added Task/1 (0 properties)"))
+        #expect(try await arbor("log", "memory:").isEmpty)
+    }
+}

@@ -1,0 +1,148 @@
+import Arbor
+import Foundation
+import Testing
+@testable import ArborCLI
+
+/// Store URLs parse into locations, bad ones fail clearly, and no password is ever shown.
+@Suite struct StoreLocationTests {
+    @Test func parsesEverySupportedScheme() throws {
+        #expect(try StoreLocation(parsing: "memory:") == .memory)
+        #expect(try StoreLocation(parsing: "json:relative/store") == .json(path: "relative/store"))
+        #expect(try StoreLocation(parsing: "json:/absolute/store") == .json(path: "/absolute/store"))
+        #expect(try StoreLocation(parsing: "JSON:/upper") == .json(path: "/upper"))
+        #expect(try StoreLocation(parsing: "sqlite:data.db") == .sqlite(path: "data.db"))
+        #expect(try StoreLocation(parsing: "lmdb:/var/lmdb") == .lmdb(path: "/var/lmdb"))
+
+        guard case .postgres(let connection) = try StoreLocation(parsing: "postgresql://bob:s3cret@db.example:6543/arbor") else {
+            Issue.record("postgresql:// is not a PostgreSQL location")
+            return
+        }
+        #expect(connection.user == "bob")
+        #expect(connection.password == "s3cret")
+        #expect(connection.host == "db.example")
+        #expect(connection.port == 6543)
+        #expect(connection.database == "arbor")
+    }
+
+    @Test func expandsATildeInPaths() throws {
+        let home = NSString(string: "~").expandingTildeInPath
+        #expect(try StoreLocation(parsing: "json:~/store") == .json(path: home + "/store"))
+    }
+
+    @Test(arguments: ["json:", "sqlite:", "lmdb:", "memory:extra", "no-scheme", "ftp://host/x", "postgres://", "postgres://bob:pw@/db"])
+    func rejectsMalformedURLsClearly(url: String) {
+        #expect {
+            try StoreLocation(parsing: url)
+        } throws: { error in
+            guard let error = error as? ArborError, error.code == .invalidInput else { return false }
+            // Each message shows a form that works.
+            return ["json:./", "json:PATH", "postgres://user:password@host"].contains(where: error.message.contains)
+                || error.message.contains("\(url.prefix { $0 != ":" }):./my-store")
+        }
+    }
+
+    @Test func unknownSchemesListTheSupportedOnes() {
+        #expect {
+            try StoreLocation(parsing: "redis://localhost")
+        } throws: { error in
+            let message = (error as? ArborError)?.message ?? ""
+            return message.contains("\"redis\"") && message.contains("memory:, json:PATH, sqlite:PATH, lmdb:PATH, postgres://")
+        }
+    }
+
+    @Test func adaptersNotInThisBuildFailClearly() async throws {
+        for url in ["sqlite:x.db", "lmdb:x", "postgres://bob@localhost/db"] {
+            let error = try #require(await arborError("log", url))
+            #expect(error.message.contains("adapter is not available in this build"))
+        }
+    }
+
+    // MARK: Redaction
+
+    static let secretURLs = [
+        "postgres://bob:s3cret@localhost/db",
+        "postgresql://bob:s3cret@localhost:5432/db",
+        "postgres://bob:s3cret@localhost:notaport/db",
+        "postgres://bob:s3cret@/db",
+        "postgres://bob:s3%63ret@localhost/db",
+        "postgres://bob:pa/s3cret@localhost/db",
+        "postgres://bob:s3cret@localhost/db/extra",
+        "postgres://localhost/db?user=bob&password=s3cret",
+        "mysql://bob:s3cret@localhost/db",
+        "bob:s3cret@localhost/db",
+    ]
+
+    @Test func redactedDescriptionsHideThePassword() throws {
+        let location = try StoreLocation(parsing: "postgres://bob:s3cret@localhost/db")
+        #expect(location.redacted == "postgres://bob:***@localhost/db")
+        #expect(location.description == "postgres://bob:***@localhost/db")
+        #expect(!String(reflecting: location).contains("s3cret"))
+        #expect(!"\(location)".contains("s3cret"))
+        var dumped = ""
+        dump(location, to: &dumped)
+        #expect(!dumped.contains("s3cret"))
+        #expect(dumped.contains("***"))
+
+        let query = try StoreLocation(parsing: "postgres://localhost/db?user=bob&password=s3cret")
+        #expect(query.redacted == "postgres://localhost/db?user=bob&password=***")
+        #expect(try StoreLocation(parsing: "postgres://bob@localhost/db").redacted == "postgres://bob@localhost/db")
+    }
+
+    @Test(arguments: secretURLs)
+    func noErrorOrOutputShowsThePassword(url: String) async throws {
+        if let location = try? StoreLocation(parsing: url) {
+            #expect(!location.redacted.contains("s3cret"))
+            #expect(!String(reflecting: location).contains("s3cret"))
+        }
+        for arguments in [["init", url], ["get", url, "Task", "1"], ["log", url, "--json"], ["put", url, "Task", "1", "{}"]] {
+            let command = try #require(try ArborCommand.parseAsRoot(arguments) as? any StoreCommand)
+            var output = ""
+            do {
+                try await command.execute(&output)
+                Issue.record("\(arguments[0]) succeeded on a store that cannot be opened")
+            } catch {
+                #expect(!String(describing: error).contains("s3cret"))
+                #expect(!String(reflecting: error).contains("s3cret"))
+                #expect(!command.errorMessage(for: error).contains("s3cret"))
+            }
+            #expect(!output.contains("s3cret"))
+        }
+    }
+
+    @Test func errorsFromAnyLayerAreRedacted() {
+        let url = "postgres://bob:s3%63ret@localhost/db"
+        struct EngineFailure: Error, CustomStringConvertible {
+            var description: String { "authentication failed for bob:s3cret" }
+        }
+        let leaky = ArborError(.connection, "cannot connect to \(url)", backend: "postgres", underlying: EngineFailure())
+        let redacted = StoreLocation.redactingSecrets(of: url, in: leaky)
+        let text = String(describing: redacted)
+        #expect(!text.contains("s3cret") && !text.contains("s3%63ret"))
+        #expect(text.contains("postgres://bob:***@localhost/db"))
+        #expect(text.contains("authentication failed for bob:***"))
+        #expect((redacted as? ArborError)?.code == .connection)
+
+        let foreign = StoreLocation.redactingSecrets(of: url, in: EngineFailure())
+        #expect(!String(describing: foreign).contains("s3cret"))
+
+        // Errors without the secret pass through as they are.
+        let harmless = ArborError(.notFound, "no store")
+        #expect((StoreLocation.redactingSecrets(of: url, in: harmless) as? ArborError)?.message == "no store")
+    }
+}
+
+/// The parser's own messages quote unexpected arguments; a store URL among them is redacted.
+@Suite struct ParserMessageRedactionTests {
+    @Test(arguments: [
+        ["nosuch", "postgres://bob:s3cret@localhost/db"],
+        ["heads", "json:x", "postgres://bob:s3cret@localhost/db"],
+        ["log", "postgres://bob:s3cret@localhost/db", "--limit", "0"],
+    ])
+    func parserErrorsNeverShowThePassword(arguments: [String]) throws {
+        let error = try #require(throws: (any Error).self) { try ArborCommand.parseAsRoot(arguments) }
+        #expect(ArborCommand.fullMessage(for: error).isEmpty == false)
+        let message = ArborCommand.redactedMessage(for: error, arguments: arguments)
+        #expect(!message.isEmpty)
+        #expect(!message.contains("s3cret"))
+    }
+}
