@@ -13,7 +13,7 @@ public struct ArborCommand: AsyncParsableCommand {
             """,
         subcommands: [
             InitCommand.self, PutCommand.self, GetCommand.self, DeleteCommand.self,
-            LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self,
+            LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, DemoCommand.self,
         ])
 
     public init() {}

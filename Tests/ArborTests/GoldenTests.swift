@@ -47,6 +47,6 @@ import Testing
     static let expectedLeaf = "142f7be2aa7656f584ea2348700d86fbf06f4a2cfa12308c421c412033161b1b"
     static let expectedCommit = "ea850ea8464d96d9d7b0cb8f7eb5e76c7cd2c200d67571b2113c452fae51c4a7"
     static let expectedHeads = "07bc627125a6507204b6343e693e8281d8a30a40e9df1571c87e35d86b851d32"
-    static let expectedStoreRoot = "01a399dd5446abfab03382109bbf6021ed614898c9444cedfa318b43052b5be1"
-    static let expectedStoreVersion = "2b48c16c0c41b95dd7dda5f5c4e58b47e3e1598fd0d2f54c770f9d90e9c9f820"
+    static let expectedStoreRoot = "19fb9e855e4cde8bf0b8575b740991b98bbf2a3d7756b4e8a922d0b2735d9f40"
+    static let expectedStoreVersion = "956465be356f19265ab6e4af08c0bb946b1a6e6da67607f6fe96fa0284bdb58b"
 }

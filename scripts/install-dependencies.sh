@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the system packages Arbor builds and tests against, skipping those already present.
+# Debian/Ubuntu; needs root or sudo. The Swift toolchain (6.1 or later) must already be on PATH.
+set -euo pipefail
+
+packages=(libsqlite3-dev libpq-dev liblmdb-dev postgresql)
+
+if ! command -v swift >/dev/null 2>&1; then
+  echo "error: swift is not on PATH; install a Swift 6.1+ toolchain from swift.org first" >&2
+  exit 1
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "Installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
