@@ -12,7 +12,17 @@ public struct CommitOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The replica name to sign the version with (default: this machine's host name).", valueName: "name"))
     public var replica: String?
 
+    /// The version to build on, instead of the newest head.
+    @Option(help: ArgumentHelp("Commit on this version instead of the newest head (a hash, a prefix, or HEAD~N).", valueName: "version"))
+    public var parent: String?
+
     public init() {}
+
+    /// The parents to commit on: ``parent`` resolved in `store`, or `nil` for the newest head.
+    func parents(in store: Store) async throws -> [Hash]? {
+        guard let parent else { return nil }
+        return [try await store.resolve(parent).id]
+    }
 
     /// The store configuration that signs commits with ``replica``.
     var storeConfiguration: Store.Configuration {

@@ -26,7 +26,9 @@ public struct DeleteCommand: StoreCommand {
     public func execute(_ output: inout some TextOutputStream) async throws {
         let key = RecordKey(type: type, id: id)
         let (version, changes) = try await store.withStore(configuration: commit.storeConfiguration) { store in
-            guard let head = try await store.head() else {
+            let base: Version?
+            if let parent = commit.parent { base = try await store.resolve(parent) } else { base = try await store.head() }
+            guard let head = base else {
                 throw ArborError(.notFound, "no \(key): the store has no versions yet")
             }
             guard try await store.record(key, at: head.id) != nil else {

@@ -51,7 +51,7 @@ public struct PutCommand: StoreCommand {
         let (version, changes) = try await store.withStore(configuration: commit.storeConfiguration) { store in
             var changeSet = ChangeSet()
             try changeSet.save(Record(key: key, properties: values))
-            let version = try await store.commit(changeSet, message: commit.message ?? "put \(key)")
+            let version = try await store.commit(changeSet, message: commit.message ?? "put \(key)", parents: try await commit.parents(in: store))
             return (version, try await store.changes(in: version.id))
         }
         print("\(version.id.abbreviated()) \(Self.summary(of: key, in: changes))", to: &output)

@@ -90,6 +90,11 @@ import Testing
             // Versions resolve by unique prefix and HEAD.
             #expect(try await store.resolve(String(v2.id.hex.prefix(10))).id == v2.id)
             #expect(try await store.resolve("HEAD").id == v3.id)
+            #expect(try await store.resolve("HEAD~").id == v2.id)
+            #expect(try await store.resolve("HEAD~2").id == v1.id)
+            #expect(try await store.resolve(String(v3.id.hex.prefix(8)) + "~1").id == v2.id)
+            await #expect(throws: ArborError.self) { try await store.resolve("HEAD~3") }
+            await #expect(throws: ArborError.self) { try await store.resolve("HEAD~x") }
             await #expect(throws: ArborError.self) { try await store.resolve("zzzz") }
             await #expect(throws: ArborError.self) { try await store.resolve("ab") }
         }

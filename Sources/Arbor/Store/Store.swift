@@ -115,10 +115,25 @@ public final class Store: Sendable {
     }
 
     /// Resolves a version written as a full hash, a unique prefix of at least 4 hex digits, or
-    /// `HEAD` (the newest head).
+    /// `HEAD` (the newest head), optionally followed by `~N` (`~` alone is `~1`): the version
+    /// `N` first parents back, as in Git.
     ///
     /// - Complexity: a prefix walks the history reachable from the heads.
     public func resolve(_ text: String) async throws -> Version {
+        if let tilde = text.firstIndex(of: "~") {
+            let countText = text[text.index(after: tilde)...]
+            guard let steps = countText.isEmpty ? 1 : Int(countText), steps >= 0 else {
+                throw ArborError(.unknownVersion, "\(String(reflecting: String(text.prefix(80)))): ~ must be followed by a number of generations")
+            }
+            var version = try await resolve(String(text[..<tilde]))
+            for step in 0..<steps {
+                guard let parent = version.parents.first else {
+                    throw ArborError(.unknownVersion, "\(text.prefix(80)) goes back \(steps) versions, but the history ends after \(step)")
+                }
+                version = try await self.version(parent)
+            }
+            return version
+        }
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if trimmed.uppercased() == "HEAD" {
             guard let head = try await head() else { throw ArborError(.unknownVersion, "the store has no versions yet") }

@@ -1,0 +1,76 @@
+import Arbor
+import ArborJSON
+import Foundation
+import Testing
+
+/// Several `arbor` processes writing to one store at once: nothing is lost.
+@Suite struct MultiProcessTests {
+    /// The `arbor` executable built beside the test bundle (`swift build` builds it; scripts/test.sh does).
+    static func executable() throws -> String {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [directory, directory.deletingLastPathComponent()] {
+            let path = candidate.appendingPathComponent("arbor").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        throw ArborError(.notFound, "the arbor executable is not built next to \(directory.path); run `swift build` first (scripts/test.sh does)")
+    }
+
+    /// Runs `arbor` with `arguments` in a child process; returns its standard output.
+    static func run(_ arguments: [String]) async throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try executable())
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ArborError(.engine, "arbor \(arguments.joined(separator: " ")) failed: \(String(decoding: errorData, as: UTF8.self))")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test func concurrentProcessesLoseNoCommit() async throws {
+        try await withJSONStore { url in
+            let processes = 4, commitsEach = 8
+            let hashes = try await withThrowingTaskGroup(of: [String].self) { group in
+                for writer in 0..<processes {
+                    group.addTask {
+                        var made = [String]()
+                        for index in 0..<commitsEach {
+                            let output = try await MultiProcessTests.run(["put", url, "Counter", "w\(writer)", "{\"n\": \(index)}", "--replica", "p\(writer)"])
+                            made.append(String(output.prefix(12)))
+                        }
+                        return made
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0 += $1 }
+            }
+            #expect(hashes.count == processes * commitsEach)
+            let log = try JSONValue.parse(try await MultiProcessTests.run(["log", url, "--json"]))
+            guard case .array(let versions) = log else { Issue.record("log --json is not an array"); return }
+            let ids = Set(versions.compactMap { $0["id"]?.stringValue })
+            for hash in hashes {
+                #expect(ids.contains { $0.hasPrefix(hash) }, "commit \(hash) is not reachable from the heads")
+            }
+        }
+    }
+
+    @Test func twoProcessesOnOneParentLeaveTwoHeads() async throws {
+        try await withJSONStore { url in
+            let base = String(try await MultiProcessTests.run(["put", url, "Task", "t", "{\"title\": \"base\"}"]).prefix(12))
+            async let first = MultiProcessTests.run(["put", url, "Task", "t", "{\"title\": \"one\"}", "--parent", base])
+            async let second = MultiProcessTests.run(["put", url, "Task", "u", "{\"title\": \"two\"}", "--parent", base])
+            let made = [String(try await first.prefix(12)), String(try await second.prefix(12))]
+            let heads = try JSONValue.parse(try await MultiProcessTests.run(["heads", url, "--json"]))
+            guard case .array(let versions) = heads else { Issue.record("heads --json is not an array"); return }
+            let ids = versions.compactMap { $0["id"]?.stringValue }
+            #expect(ids.count == 2)
+            for hash in made { #expect(ids.contains { $0.hasPrefix(hash) }) }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import ArborJSON
+import Foundation
+import Testing
+@testable import Arbor
+
+/// The JSON adapter: a folder a person can read, that reports damage instead of crashing.
+@Suite struct JSONBackendTests {
+    func withStore(_ body: (String, Store, Version) async throws -> Void) async throws {
+        let path = temporaryPath("jsonstore")
+        defer { removeItem(path) }
+        let store = Store(backend: try JSONBackend.create(.init(path: path)))
+        let version = try await store.save(Task(id: "t", title: "hello", done: false, notes: [Note(id: "n", text: "note")]))
+        try await body(path, store, version)
+    }
+
+    func objectFile(_ path: String, _ hash: Hash) -> String { "\(path)/objects/\(hash.hex.prefix(2))/\(hash.hex).json" }
+
+    func fresh(_ path: String) throws -> Store { Store(backend: try JSONBackend.open(.init(path: path)), configuration: .init(nodeCacheCapacity: 0)) }
+
+    @Test func openingAndCreatingReportMistakes() async throws {
+        try await withStore { path, store, version in
+            #expect { try JSONBackend.create(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+            #expect(try await fresh(path).head()?.id == version.id, "a refused create leaves the store as it was")
+            #expect { try JSONBackend.open(.init(path: path + "-missing")) } throws: { ($0 as? ArborError)?.code == .notFound }
+            #expect { try JSONBackend.create(.init(path: "/nonexistent-\(UUID())/store")) } throws: { $0 is ArborError }
+
+            let other = temporaryPath("other")
+            defer { removeItem(other) }
+            try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+            #expect { try JSONBackend.open(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .notFound }
+            try Data("{\"format\": \"something-else\"}".utf8).write(to: URL(fileURLWithPath: other + "/arbor-store.json"))
+            #expect { try JSONBackend.open(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            try Data("{\"format\": \"arbor-json-store\", \"version\": 2}".utf8).write(to: URL(fileURLWithPath: other + "/arbor-store.json"))
+            #expect { try JSONBackend.open(.init(path: other)) } throws: { "\($0)".contains("version 2") }
+            try Data("not json".utf8).write(to: URL(fileURLWithPath: other + "/arbor-store.json"))
+            #expect { try JSONBackend.open(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            // A non-empty folder that is not a store is not taken over.
+            #expect { try JSONBackend.create(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+        }
+    }
+
+    @Test func objectsAreReadableJSON() async throws {
+        try await withStore { path, _, version in
+            let commit = try JSONValue.parse(try Array(Data(contentsOf: URL(fileURLWithPath: objectFile(path, version.id)))))
+            #expect(commit["kind"] == .string("commit"))
+            #expect(commit["root"] == .string(version.root.hex))
+            let root = try JSONValue.parse(try Array(Data(contentsOf: URL(fileURLWithPath: objectFile(path, version.root)))))
+            #expect(root["kind"] == .string("leaf"))
+            let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: objectFile(path, version.root))), as: UTF8.self)
+            #expect(text.contains("\"title\": \"hello\""))
+        }
+    }
+
+    @Test func damagedFilesAreNamedInErrors() async throws {
+        try await withStore { path, _, version in
+            let file = objectFile(path, version.root)
+            let original = try Data(contentsOf: URL(fileURLWithPath: file))
+            let damages: [(String, Data)] = [
+                ("truncated", original.prefix(original.count / 2)),
+                ("garbage", Data([0xFF, 0x00, 0x41])),
+                ("empty", Data()),
+                ("edited", Data(String(decoding: original, as: UTF8.self).replacingOccurrences(of: "hello", with: "HELLO").utf8)),
+            ]
+            for (label, bytes) in damages {
+                try bytes.write(to: URL(fileURLWithPath: file))
+                await #expect("\(label)") { try await fresh(path).value(Task.self, id: "t") } throws: { error in
+                    (error as? ArborError)?.code == .corruptObject && "\(error)".contains(file)
+                }
+            }
+            try original.write(to: URL(fileURLWithPath: file))
+            #expect(try await fresh(path).value(Task.self, id: "t")?.title == "hello")
+
+            // A damaged ref file is reported, not read as "no ref".
+            let ref = path + "/refs/heads.json"
+            let refBytes = try Data(contentsOf: URL(fileURLWithPath: ref))
+            try Data("{\"hash\": \"abc".utf8).write(to: URL(fileURLWithPath: ref))
+            await #expect { try await fresh(path).heads() } throws: { "\($0)".contains(ref) }
+            try refBytes.write(to: URL(fileURLWithPath: ref))
+        }
+    }
+
+    @Test func aCopiedFolderIsTheSameStore() async throws {
+        try await withStore { path, store, version in
+            let copy = temporaryPath("copy")
+            defer { removeItem(copy) }
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            let copied = try fresh(copy)
+            #expect(try await copied.heads().map(\.id) == [version.id])
+            #expect(try await copied.value(Task.self, id: "t") == store.value(Task.self, id: "t"))
+            // And it can be written independently of the original.
+            try await copied.save(Person(id: "p", name: "copy only"))
+            #expect(try await store.value(Person.self, id: "p") == nil)
+        }
+    }
+
+    @Test func filesAreNotWorldReadable() async throws {
+        try await withStore { path, _, version in
+            func permissions(_ path: String) throws -> Int {
+                (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
+            }
+            for item in [path, path + "/objects", objectFile(path, version.id), path + "/refs/heads.json"] {
+                let bits = try permissions(item)
+                #expect(bits & 0o077 == 0, "\(item) is readable by others: \(String(bits, radix: 8))")
+            }
+        }
+    }
+}
