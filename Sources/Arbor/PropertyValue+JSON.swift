@@ -187,7 +187,7 @@ enum ISODate {
         guard separators.allSatisfy({ bytes[$0.0] == $0.1.asciiValue! }),
             let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
             let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 60
+            (1...12).contains(month), (1...daysIn(month, of: year)).contains(day), hour < 24, minute < 60, second < 60
         else { return nil }
         var millis: Int64 = 0
         if bytes.count == 24 {
@@ -197,6 +197,14 @@ enum ISODate {
         let days = days(fromCivil: year, month, day)
         let total = ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis
         return Date(timeIntervalSince1970: Double(total) / 1000)
+    }
+
+    private static func daysIn(_ month: Int64, of year: Int64) -> Int64 {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
     }
 
     private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {

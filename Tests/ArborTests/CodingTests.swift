@@ -58,6 +58,15 @@ import Testing
         }
     }
 
+    @Test func valuesNestedTooDeeplyAreRefusedBeforeWriting() throws {
+        indirect enum Nest: Codable, Sendable { case leaf(Int); case nested(Nest) }
+        struct Deep: Storable { var id: String; var nested: Nest }
+        var nest = Nest.leaf(1)
+        for _ in 0..<70 { nest = .nested(nest) }
+        let value = Deep(id: "d", nested: nest)
+        #expect { try RecordEncoder.records(of: value) } throws: { ($0 as? ArborError)?.code == .coding }
+    }
+
     @Test func malformedCanonicalBytesAreRejected() throws {
         let good = RecordCoding.encode(["a": .int(1), "b": .string("x")])
         #expect(throws: ArborError.self) { try RecordCoding.decode(good + [0]) }  // trailing byte
@@ -102,6 +111,9 @@ import Testing
             #expect(ISODate.parse(text).map { abs($0.timeIntervalSince1970 - seconds) < 0.0005 } == true, "\(text)")
         }
         #expect(ISODate.format(Date(timeIntervalSince1970: 0)).text == "1970-01-01T00:00:00.000Z")
+        #expect(ISODate.parse("2026-02-31T00:00:00Z") == nil)
+        #expect(ISODate.parse("2024-02-29T00:00:00Z") != nil)
+        #expect(ISODate.parse("2100-02-29T00:00:00Z") == nil)
         #expect(ISODate.format(Date(timeIntervalSince1970: -0.5)).text == "1969-12-31T23:59:59.500Z")
     }
 

@@ -50,6 +50,11 @@ final class EncodingContext {
 
     /// Encodes one value, recognising the kinds records store natively.
     func encodeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey], isRoot: Bool = false) throws -> PropertyValue {
+        // The canonical decoder refuses values nested deeper than 64 levels; refuse them here,
+        // before anything is written, rather than commit what cannot be read back.
+        guard codingPath.count < 60 else {
+            throw ArborError(.coding, "a value is nested more than 60 levels deep at \(codingPath.map(\.stringValue).joined(separator: "."))")
+        }
         switch value {
         case let date as Date: return .date(date)
         case let data as Data: return .bytes(Array(data))
