@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .library(name: "Arbor", targets: ["Arbor"]),
         .library(name: "ArborJSON", targets: ["ArborJSON"]),
+        .library(name: "ArborSQLite", targets: ["ArborSQLite"]),
+        .library(name: "ArborLMDB", targets: ["ArborLMDB"]),
+        .library(name: "ArborPostgres", targets: ["ArborPostgres"]),
         .library(name: "ArborCLI", targets: ["ArborCLI"]),
         .executable(name: "arbor", targets: ["arbor"]),
     ],
@@ -21,16 +24,32 @@ let package = Package(
             path: "Sources/Arbor"
         ),
         .target(name: "ArborJSON", dependencies: ["Arbor"], path: "Adapters/ArborJSON"),
+        .systemLibrary(
+            name: "CSQLite", path: "Adapters/CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .target(name: "ArborSQLite", dependencies: ["Arbor", "CSQLite"], path: "Adapters/ArborSQLite"),
+        .systemLibrary(
+            name: "CLMDB", path: "Adapters/CLMDB", pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]),
+        .target(name: "ArborLMDB", dependencies: ["Arbor", "CLMDB"], path: "Adapters/ArborLMDB"),
+        .systemLibrary(
+            name: "CLibPQ", path: "Adapters/CLibPQ", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
+        .target(name: "ArborPostgres", dependencies: ["Arbor", "CLibPQ"], path: "Adapters/ArborPostgres"),
         .target(
             name: "ArborCLI",
             dependencies: [
-                "Arbor", "ArborJSON",
+                "Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/ArborCLI"
         ),
         .executableTarget(name: "arbor", dependencies: ["ArborCLI"], path: "Sources/arbor"),
-        .testTarget(name: "ArborTests", dependencies: ["Arbor", "ArborJSON"], path: "Tests/ArborTests"),
+        // Drives commits from child processes in the multi-process and crash tests.
+        .executableTarget(name: "arbor-worker", dependencies: ["ArborCLI", "Arbor"], path: "Sources/ArborWorker"),
+        .testTarget(
+            name: "ArborTests", dependencies: ["Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres"],
+            path: "Tests/ArborTests"),
         .testTarget(name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON"], path: "Tests/ArborCLITests"),
     ],
     swiftLanguageModes: [.v6]

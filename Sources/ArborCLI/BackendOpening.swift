@@ -7,7 +7,7 @@ import ArborJSON
 /// Opening a store that does not exist throws ``ArborError/Code/notFound``; creating one where a
 /// store exists throws ``ArborError/Code/alreadyExists`` and leaves it untouched. A `memory:`
 /// store is always new and empty.
-func openBackend(_ location: StoreLocation, create: Bool) throws -> any Backend {
+public func openBackend(_ location: StoreLocation, create: Bool) throws -> any Backend {
     switch location {
     case .memory:
         return MemoryBackend()

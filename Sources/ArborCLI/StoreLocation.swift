@@ -109,7 +109,7 @@ public enum StoreLocation: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `text` with every secret that `url` carries replaced by `***`.
-    static func redactingSecrets(of url: String, in text: String) -> String {
+    public static func redactingSecrets(of url: String, in text: String) -> String {
         secrets(in: url).reduce(text) { $0.replacingOccurrences(of: $1, with: "***") }
     }
 }

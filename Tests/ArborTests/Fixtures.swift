@@ -108,4 +108,7 @@ func makeBackend(_ kind: AdapterKind) throws -> (backend: any Backend, cleanup: 
 }
 
 import ArborJSON
+import ArborSQLite
+import ArborLMDB
+import ArborPostgres
 import Testing
