@@ -200,6 +200,27 @@ extension ByteReader {
         }
     }
 
+    /// Skips one value, collecting the keys of the children it names, without building it.
+    mutating func collectChildren(into keys: inout [RecordKey], depth: Int = 0) throws {
+        guard depth < 64 else { throw corrupt("values nested deeper than 64") }
+        guard let tag = ValueTag(rawValue: try byte()) else { throw corrupt("unknown value tag") }
+        switch tag {
+        case .null, .false, .true: break
+        case .int: _ = try varint()
+        case .double, .date: _ = try fixed64()
+        case .string, .bytes: _ = try slice()
+        case .reference: _ = try slice(); _ = try slice()
+        case .child: keys.append(try recordKey())
+        case .array:
+            for _ in 0..<(try count()) { try collectChildren(into: &keys, depth: depth + 1) }
+        case .map:
+            for _ in 0..<(try count()) {
+                _ = try slice()
+                try collectChildren(into: &keys, depth: depth + 1)
+            }
+        }
+    }
+
     mutating func canonicalDouble() throws -> Double {
         let bits = try fixed64()
         let number = Double(bitPattern: bits)
@@ -234,5 +255,17 @@ enum RecordCoding {
         let properties = try reader.namedValues()
         try reader.expectEnd()
         return properties
+    }
+
+    /// The children a record's canonical bytes name, found without decoding the record.
+    static func childKeys(_ bytes: [UInt8]) throws -> [RecordKey] {
+        var reader = ByteReader(bytes)
+        var keys = [RecordKey]()
+        for _ in 0..<(try reader.count()) {
+            _ = try reader.slice()
+            try reader.collectChildren(into: &keys)
+        }
+        try reader.expectEnd()
+        return keys
     }
 }

@@ -58,6 +58,41 @@ import Testing
         }
     }
 
+    @Test(arguments: AdapterKind.allCases) func ownershipWithinOneChangeSet(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let note = { (id: String) in Note(id: id, text: id) }
+            // Saved with two notes, then saved again with one, in one change set: one note remains.
+            var changes = ChangeSet()
+            try changes.save(Task(id: "t", title: "a", done: false, notes: [note("n1"), note("n2")]))
+            try changes.save(Task(id: "t", title: "b", done: false, notes: [note("n2")]))
+            let first = try await store.commit(changes)
+            #expect(try await store.values(Note.self).map(\.id) == ["n2"])
+            #expect(first.recordCount == 2)
+
+            // Saved and then deleted in one set: nothing of the tree remains, base children included.
+            var again = ChangeSet()
+            try again.save(Task(id: "t", title: "c", done: false, notes: [note("n2"), note("n3")]))
+            try again.delete(Task.self, id: "t")
+            let second = try await store.commit(again)
+            #expect(second.recordCount == 0)
+
+            // A raw record adopting an existing record as its child, then dropping it: the child goes.
+            try await store.save(Note(id: "loose", text: "x"))
+            try await store.commit({ var set = ChangeSet(); try set.save(Record(type: "Box", id: "b", properties: ["c": .child(RecordKey(type: "Note", id: "loose"))])); return set }())
+            #expect(try await store.value(Note.self, id: "loose") != nil)
+            try await store.commit({ var set = ChangeSet(); try set.save(Record(type: "Box", id: "b", properties: [:])); return set }())
+            #expect(try await store.value(Note.self, id: "loose") == nil)
+
+            // A child moved from one parent to another in one commit survives.
+            try await store.save(Task(id: "p1", title: "", done: false, notes: [note("m")]))
+            var move = ChangeSet()
+            try move.save(Task(id: "p1", title: "", done: false, notes: []))
+            try move.save(Task(id: "p2", title: "", done: false, notes: [note("m")]))
+            try await store.commit(move)
+            #expect(try await store.value(Task.self, id: "p2")?.notes.map(\.id) == ["m"])
+        }
+    }
+
     @Test(arguments: AdapterKind.allCases) func historyLogAndDiff(kind: AdapterKind) async throws {
         try await withStore(kind) { store in
             let v1 = try await store.save(Task(id: "t", title: "draft", done: false), message: "v1")

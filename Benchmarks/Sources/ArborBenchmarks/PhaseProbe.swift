@@ -12,7 +12,8 @@ enum PhaseProbe {
         for item in items { encoded += try RecordEncoder.records(of: item) }
         print(String(format: "phase   encode %d values to records: %.3f s", records, (ContinuousClock.now - start).seconds))
 
-        let store = Store(backend: MemoryBackend())
+        let capacity = Int(ProcessInfo.processInfo.environment["ARBOR_NODE_CACHE"] ?? "") ?? Store.Configuration().nodeCacheCapacity
+        let store = Store(backend: MemoryBackend(), configuration: .init(nodeCacheCapacity: capacity))
         start = ContinuousClock.now
         var committed = 0
         while committed < encoded.count {

@@ -15,6 +15,15 @@ extension ProllyTree {
     ///
     /// New nodes are kept in `source` until the caller writes them (``NodeSource/newObjects(reachableFrom:)``).
     static func apply(_ edits: [IndexEdit], to rootHash: Hash, source: NodeSource) async throws -> Hash {
+        var replaced = [(key: [UInt8], old: IndexPayload)]()
+        return try await apply(edits, to: rootHash, source: source, replaced: &replaced)
+    }
+
+    /// Like ``apply(_:to:source:)``, and appends to `replaced` the old payload of every edited
+    /// key that existed, in key order: what a commit overwrote or deleted, at no extra read.
+    static func apply(
+        _ edits: [IndexEdit], to rootHash: Hash, source: NodeSource, replaced: inout [(key: [UInt8], old: IndexPayload)]
+    ) async throws -> Hash {
         guard !edits.isEmpty else { return rootHash }
         let oldRoot = try await source.node(rootHash)
         try await prefetch(edits.map(\.key), root: oldRoot, source: source)
@@ -31,7 +40,8 @@ extension ProllyTree {
                 removed = []
                 added = chunk(levelEdits.compactMap { edit in edit.payload.map { IndexEntry(key: edit.key, payload: $0) } }, level: level)
             } else {
-                (removed, added) = try await rewrite(level: level, edits: levelEdits, root: oldRoot, rootHash: rootHash, source: source)
+                (removed, added) = try await rewrite(
+                    level: level, edits: levelEdits, root: oldRoot, rootHash: rootHash, source: source, replaced: &replaced)
             }
             if level >= oldRoot.level && added.count <= 1 {
                 newRoot = added.first.map(source.create) ?? source.create(.empty)
@@ -93,7 +103,8 @@ extension ProllyTree {
     /// Rewrites the nodes of one level that `edits` touch. Returns the old nodes replaced and the
     /// new nodes that replace them.
     private static func rewrite(
-        level: Int, edits: [IndexEdit], root: IndexNode, rootHash: Hash, source: NodeSource
+        level: Int, edits: [IndexEdit], root: IndexNode, rootHash: Hash, source: NodeSource,
+        replaced: inout [(key: [UInt8], old: IndexPayload)]
     ) async throws -> (removed: [(lastKey: [UInt8]?, hash: Hash)], added: [IndexNode]) {
         var removed = [(lastKey: [UInt8]?, hash: Hash)]()
         var added = [IndexNode]()
@@ -126,7 +137,10 @@ extension ProllyTree {
                 while next < edits.count, upper.map({ compareKeys(edits[next].key, $0) <= 0 }) ?? true {
                     let found = lowerBound(entries, from: position, key: edits[next].key)
                     copyOld(upTo: found)
-                    if position < entries.count, compareKeys(entries[position].key, edits[next].key) == 0 { position += 1 }
+                    if position < entries.count, compareKeys(entries[position].key, edits[next].key) == 0 {
+                        if level == 0 { replaced.append((edits[next].key, entries[position].payload)) }
+                        position += 1
+                    }
                     if let payload = edits[next].payload {
                         run.append(IndexEntry(key: edits[next].key, payload: payload))
                         if isBoundary(edits[next].key, level: level) { flush() }

@@ -5,8 +5,11 @@ extension Store {
     /// Objects are written children first and the heads ref last, by compare-and-swap: a crash
     /// leaves the store as it was, and a concurrent commit on the same parent leaves two heads.
     ///
+    /// Ownership is applied: children a saved value held in the parent version and no longer
+    /// holds, and everything a deleted value owned, are deleted by the same commit.
+    ///
     /// - Complexity: O(k log n) index nodes read and written for `k` changed records in a store
-    ///   of `n` records, plus the records owned by saved or deleted values.
+    ///   of `n` records, plus the records orphaned by the change.
     @discardableResult
     public func commit(_ changes: ChangeSet, message: String = "", parents explicitParents: [Hash]? = nil) async throws -> Version {
         let parents: [Version]
@@ -17,29 +20,28 @@ extension Store {
         }
         let baseRoot = parents.first?.root ?? Store.emptyRoot.hash
         let source = makeSource()
-        let resolved = try await resolve(changes, base: baseRoot, source: source)
 
+        let plan = CommitPlan(changes)
+        try await plan.checkChildrenExist(base: baseRoot, store: self, source: source)
+
+        // Apply the changes; the editor reports what each touched key held in the base version.
         var blobs = [(hash: Hash, bytes: [UInt8])]()
-        var edits = [IndexEdit]()
-        edits.reserveCapacity(resolved.count)
-        for (key, record) in resolved {
-            guard let record else {
-                edits.append(IndexEdit(key: key.indexBytes, payload: nil))
-                continue
-            }
-            let (payload, blob) = ProllyTree.payload(forRecord: RecordCoding.encode(record.properties))
-            if let blob { blobs.append(blob) }
-            edits.append(IndexEdit(key: key.indexBytes, payload: payload))
+        var replaced = [(key: [UInt8], old: IndexPayload)]()
+        var root = try await ProllyTree.apply(plan.edits(blobs: &blobs), to: baseRoot, source: source, replaced: &replaced)
+
+        // Records the base versions owned and the commit no longer keeps go with it, with all
+        // they own. Usually there are none, and this costs nothing more.
+        let orphans = try await plan.orphans(replaced: replaced, base: baseRoot, store: self, source: source)
+        if !orphans.isEmpty {
+            let deletions = orphans.map { IndexEdit(key: $0.indexBytes, payload: nil) }.sorted { compareKeys($0.key, $1.key) < 0 }
+            root = try await ProllyTree.apply(deletions, to: root, source: source)
         }
-        edits.sort { compareKeys($0.key, $1.key) < 0 }
 
-        let newRoot = try await ProllyTree.apply(edits, to: baseRoot, source: source)
-        let recordCount = try await source.node(newRoot).recordCount
-        var objects = blobs + source.newObjects(reachableFrom: newRoot)
-        if newRoot == Store.emptyRoot.hash { objects.append(Store.emptyRoot) }
-
+        let recordCount = try await source.node(root).recordCount
+        var objects = blobs + source.newObjects(reachableFrom: root)
+        if root == Store.emptyRoot.hash { objects.append(Store.emptyRoot) }
         let content = Version.Content(
-            root: newRoot, parents: parents.map(\.id), time: nextTime(after: parents.map(\.time)),
+            root: root, parents: parents.map(\.id), time: nextTime(after: parents.map(\.time)),
             replica: configuration.replica, message: message, recordCount: recordCount)
         let bytes = content.encoded()
         let id = Hash.of(bytes)
@@ -57,89 +59,138 @@ extension Store {
         return try await commit(changes, message: message)
     }
 
-    /// The final state of every key the change set touches (`nil`: deleted), with ownership
-    /// applied: children a saved value no longer holds, and everything a deleted value owned,
-    /// are deleted too.
-    private func resolve(_ changes: ChangeSet, base: Hash, source: NodeSource) async throws -> [RecordKey: Record?] {
-        // What every touched key owned before the commit, found in one batched walk: a key's
-        // earlier change in this set replaces the base version (handled in order below).
-        var roots = [RecordKey]()
-        for change in changes.changes {
-            switch change {
-            case .save(let records): roots.append(records[0].key); roots += records.flatMap(\.childKeys)
-            case .delete(let key): roots.append(key)
-            }
-        }
-        let ownedAtBase = try await descendants(of: roots, base: base, source: source)
-
-        var result = [RecordKey: Record?]()
-        /// What `key` owns now: through this change set where it changed here, else at the base.
-        func owned(by key: RecordKey) -> [RecordKey] {
-            guard let changed = result[key] else { return ownedAtBase[key] ?? [] }
-            var found = [RecordKey]()
-            var seen: Set<RecordKey> = [key]
-            var frontier = changed?.childKeys ?? []
-            while let next = frontier.popLast() {
-                guard seen.insert(next).inserted else { continue }
-                found.append(next)
-                if let record = result[next] {
-                    frontier += record?.childKeys ?? []
-                } else {
-                    for owned in ownedAtBase[next] ?? [] where seen.insert(owned).inserted { found.append(owned) }
-                }
-            }
-            return found
-        }
-        for change in changes.changes {
-            switch change {
-            case .save(let records):
-                let kept = Set(records.map(\.key))
-                for key in owned(by: records[0].key) where !kept.contains(key) { result[key] = .some(nil) }
-                for record in records { result[record.key] = record }
-            case .delete(let key):
-                for key in owned(by: key) { result[key] = .some(nil) }
-                result[key] = .some(nil)
-            }
-        }
-        // Every child a saved record names must exist once the commit is applied.
-        var missing = Set<RecordKey>()
-        for case let (key, record?) in result {
-            for child in record.childKeys where result[child] == nil {
-                missing.insert(child)
-                _ = key
-            }
-            for child in record.childKeys {
-                if case .some(.none) = result[child] {
-                    throw ArborError(.invalidInput, "\(record.key) names child \(child), which this commit deletes")
-                }
-            }
-        }
-        if !missing.isEmpty {
-            let found = try await records(Array(missing), root: base, source: source)
-            if let absent = missing.sorted().first(where: { found[$0] == nil }) {
-                throw ArborError(.invalidInput, "a saved record names child \(absent), which does not exist")
-            }
-        }
-        return result
-    }
-
-    /// For each of `roots`, the keys it owns directly or indirectly at `base`, loaded one
-    /// ownership level per batch for all roots together.
-    private func descendants(of roots: [RecordKey], base: Hash, source: NodeSource) async throws -> [RecordKey: [RecordKey]] {
-        var result = [RecordKey: [RecordKey]]()
-        var seen = [RecordKey: Set<RecordKey>]()
-        var frontier = Set(roots).map { (root: $0, key: $0) }
+    /// The records of `keys` that exist at `root`, and every record they own there, one
+    /// ownership level per batch.
+    func withDescendants(_ keys: [RecordKey], root: Hash, source: NodeSource) async throws -> [RecordKey] {
+        var seen = Set(keys)
+        var result = [RecordKey]()
+        var frontier = keys
         while !frontier.isEmpty {
-            let found = try await records(Array(Set(frontier.map(\.key))), root: base, source: source)
-            var next = [(root: RecordKey, key: RecordKey)]()
-            for (root, key) in frontier {
-                for child in found[key]?.childKeys ?? [] where seen[root, default: [root]].insert(child).inserted {
-                    result[root, default: []].append(child)
-                    next.append((root, child))
-                }
+            let found = try await records(frontier, root: root, source: source)
+            var next = [RecordKey]()
+            for key in frontier {
+                guard let record = found[key] else { continue }
+                result.append(key)
+                for child in record.childKeys where seen.insert(child).inserted { next.append(child) }
             }
             frontier = next
         }
         return result
+    }
+}
+
+/// What a change set does, worked out before the index is touched.
+struct CommitPlan {
+    /// The final state of every key the change set names (`nil`: deleted), with ownership inside
+    /// the set applied: a value saved twice drops the children its first save held.
+    private(set) var final = [RecordKey: Record?]()
+    /// Records of the base version that an earlier change in the set adopted as children and a
+    /// later one dropped: they are orphaned too.
+    private var droppedBaseRecords = [RecordKey]()
+
+    init(_ changes: ChangeSet) {
+        for change in changes.changes {
+            switch change {
+            case .save(let records):
+                dropChildren(of: records[0].key, keeping: Set(records.map(\.key)))
+                for record in records { final[record.key] = record }
+            case .delete(let key):
+                dropChildren(of: key, keeping: [])
+                final[key] = .some(nil)
+            }
+        }
+    }
+
+    /// Deletes what the set's own earlier version of `key` owned and `kept` does not hold.
+    private mutating func dropChildren(of key: RecordKey, keeping kept: Set<RecordKey>) {
+        guard case .some(.some(let earlier)) = final[key] else { return }
+        var frontier = earlier.childKeys
+        var seen: Set<RecordKey> = [key]
+        while let child = frontier.popLast() {
+            guard seen.insert(child).inserted, !kept.contains(child) else { continue }
+            switch final[child] {
+            case .some(.some(let record)):
+                frontier += record.childKeys
+                final[child] = .some(nil)
+            case .some(.none):
+                break
+            case .none:
+                droppedBaseRecords.append(child)
+            }
+        }
+    }
+
+    private func isSaved(_ key: RecordKey) -> Bool {
+        if case .some(.some) = final[key] { return true }
+        return false
+    }
+
+    /// Every child a saved record names must exist once the commit is applied: saved in this
+    /// set, or present in the base and not deleted here. Only children from outside the set
+    /// (raw records naming existing ones) cost a lookup.
+    func checkChildrenExist(base: Hash, store: Store, source: NodeSource) async throws {
+        var outside = Set<RecordKey>()
+        for case let (_, record?) in final {
+            for child in record.childKeys {
+                switch final[child] {
+                case .some(.some): continue
+                case .some(.none): throw ArborError(.invalidInput, "\(record.key) names child \(child), which this commit deletes")
+                case .none: outside.insert(child)
+                }
+            }
+        }
+        guard !outside.isEmpty else { return }
+        let found = try await store.records(Array(outside), root: base, source: source)
+        if let absent = outside.sorted().first(where: { found[$0] == nil }) {
+            throw ArborError(.invalidInput, "a saved record names child \(absent), which does not exist")
+        }
+    }
+
+    /// The index edits, in key order; large records go to `blobs`.
+    func edits(blobs: inout [(hash: Hash, bytes: [UInt8])]) -> [IndexEdit] {
+        var edits = [IndexEdit]()
+        edits.reserveCapacity(final.count)
+        for (key, record) in final {
+            guard let record else {
+                edits.append(IndexEdit(key: key.indexBytes, payload: nil))
+                continue
+            }
+            let (payload, blob) = ProllyTree.payload(forRecord: RecordCoding.encode(record.properties))
+            if let blob { blobs.append(blob) }
+            edits.append(IndexEdit(key: key.indexBytes, payload: payload))
+        }
+        return edits.sorted { compareKeys($0.key, $1.key) < 0 }
+    }
+
+    /// The base records the commit orphans, with everything they own: children that the base
+    /// version of a saved or deleted record held and that the commit neither keeps nor saves.
+    func orphans(
+        replaced: [(key: [UInt8], old: IndexPayload)], base: Hash, store: Store, source: NodeSource
+    ) async throws -> [RecordKey] {
+        var candidates = droppedBaseRecords.filter { final[$0] == nil }
+        let blobHashes = replaced.compactMap { if case .blob(let hash) = $0.old { hash } else { nil } }
+        let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: store.backend)
+        for (keyBytes, old) in replaced {
+            let oldChildren: [RecordKey]
+            do {
+                switch old {
+                case .inline(let bytes): oldChildren = try RecordCoding.childKeys(bytes)
+                case .blob(let hash): oldChildren = try RecordCoding.childKeys(try Blob.decode(blobs[hash]!))
+                case .node: continue
+                }
+            } catch let error as ArborError {
+                let key = (try? RecordKey(indexBytes: keyBytes[...]))?.description ?? "a record"
+                throw ArborError(.corruptObject, "the base version of \(key) cannot be decoded: \(error.message)", backend: store.backend.engineName, operation: "commit")
+            }
+            guard !oldChildren.isEmpty else { continue }
+            let key = try RecordKey(indexBytes: keyBytes[...])
+            let stillHeld = Set((final[key] ?? nil)?.childKeys ?? [])
+            for child in oldChildren where final[child] == nil && !stillHeld.contains(child) {
+                candidates.append(child)
+            }
+        }
+        guard !candidates.isEmpty else { return [] }
+        // Everything the orphans own goes too, except records this commit saves (moved elsewhere).
+        return try await store.withDescendants(candidates, root: base, source: source).filter { !isSaved($0) }
     }
 }
