@@ -18,6 +18,10 @@ public enum RecordEncoder {
     }
 
     static func idString(encoding id: some Encodable, typeName: String) throws -> String {
+        // The common id types, without running an encoder.
+        if let text = id as? String { return text }
+        if let number = id as? Int { return String(number) }
+        if let uuid = id as? UUID { return uuid.uuidString }
         let encoded = try EncodingContext().encodeValue(id, codingPath: [])
         switch encoded {
         case .string(let text): return text
@@ -76,50 +80,61 @@ final class EncodingContext {
     }
 }
 
-/// Where an encoder writes: a value, or a map or array of further slots, filled in later.
+/// Where an encoder writes: a value, or a map or array of values and nested slots.
+///
+/// A class so that nested containers can fill their part after their parent has moved on; the
+/// map and array live in stored properties so they are mutated in place, never copied.
 final class EncodingSlot {
-    enum Content {
-        case empty
+    enum Item {
         case value(PropertyValue)
-        case map([String: EncodingSlot], order: [String])
-        case array([EncodingSlot])
-    }
+        case slot(EncodingSlot)
 
-    var content: Content = .empty
-
-    func resolved() -> PropertyValue {
-        switch content {
-        case .empty: .map([:])
-        case .value(let value): value
-        case .map(let slots, _): .map(slots.mapValues { $0.resolved() })
-        case .array(let slots): .array(slots.map { $0.resolved() })
+        var resolved: PropertyValue {
+            switch self {
+            case .value(let value): value
+            case .slot(let slot): slot.resolved()
+            }
         }
     }
 
-    func mapSlot(_ key: String) -> EncodingSlot {
-        var (slots, order): ([String: EncodingSlot], [String])
-        if case .map(let existing, let existingOrder) = content { (slots, order) = (existing, existingOrder) } else { (slots, order) = ([:], []) }
-        if let slot = slots[key] { return slot }
+    var value: PropertyValue?
+    var map: [String: Item]?
+    var array: [Item]?
+
+    func resolved() -> PropertyValue {
+        if let map { return .map(map.mapValues(\.resolved)) }
+        if let array { return .array(array.map(\.resolved)) }
+        return value ?? .map([:])
+    }
+
+    func set(_ value: PropertyValue, forKey key: String) {
+        if map == nil { map = [:] }
+        map![key] = .value(value)
+    }
+
+    func nestedSlot(forKey key: String) -> EncodingSlot {
+        if map == nil { map = [:] }
+        if case .slot(let existing)? = map![key] { return existing }
         let slot = EncodingSlot()
-        slots[key] = slot
-        order.append(key)
-        content = .map(slots, order: order)
+        map![key] = .slot(slot)
         return slot
     }
 
-    func ensureMap() { if case .map = content {} else { content = .map([:], order: []) } }
-    func ensureArray() { if case .array = content {} else { content = .array([]) } }
+    func append(_ value: PropertyValue) {
+        if array == nil { array = [] }
+        array!.append(.value(value))
+    }
 
     func appendSlot() -> EncodingSlot {
-        ensureArray()
-        guard case .array(var slots) = content else { return EncodingSlot() }
+        if array == nil { array = [] }
         let slot = EncodingSlot()
-        slots.append(slot)
-        content = .array(slots)
+        array!.append(.slot(slot))
         return slot
     }
 
-    var arrayCount: Int { if case .array(let slots) = content { slots.count } else { 0 } }
+    func ensureMap() { if map == nil { map = [:] } }
+    func ensureArray() { if array == nil { array = [] } }
+    var arrayCount: Int { array?.count ?? 0 }
 }
 
 struct PropertyEncoder: Encoder {
@@ -146,9 +161,8 @@ struct PropertyEncoder: Encoder {
 
     func singleValueContainer() -> any SingleValueEncodingContainer { SinglePropertyContainer(encoder: self) }
 
-    func encode<T: Encodable>(_ value: T, into slot: EncodingSlot, key: (any CodingKey)?) throws {
-        let path = key.map { codingPath + [$0] } ?? codingPath
-        slot.content = .value(try context.encodeValue(value, codingPath: path))
+    func encoded<T: Encodable>(_ value: T, key: (any CodingKey)?) throws -> PropertyValue {
+        try context.encodeValue(value, codingPath: key.map { codingPath + [$0] } ?? codingPath)
     }
 
     static func integer<T: BinaryInteger>(_ value: T, at path: [any CodingKey]) throws -> PropertyValue {
@@ -163,7 +177,7 @@ struct KeyedPropertyContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let encoder: PropertyEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    private func set(_ value: PropertyValue, _ key: Key) { encoder.storage.mapSlot(key.stringValue).content = .value(value) }
+    private func set(_ value: PropertyValue, _ key: Key) { encoder.storage.set(value, forKey: key.stringValue) }
 
     mutating func encodeNil(forKey key: Key) throws { set(.null, key) }
     mutating func encode(_ value: Bool, forKey key: Key) throws { set(.bool(value), key) }
@@ -181,25 +195,25 @@ struct KeyedPropertyContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: UInt32, forKey key: Key) throws { set(.int(Int64(value)), key) }
     mutating func encode(_ value: UInt64, forKey key: Key) throws { set(try PropertyEncoder.integer(value, at: codingPath + [key]), key) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        try encoder.encode(value, into: encoder.storage.mapSlot(key.stringValue), key: key)
+        set(try encoder.encoded(value, key: key), key)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        let slot = encoder.storage.mapSlot(key.stringValue)
+        let slot = encoder.storage.nestedSlot(forKey: key.stringValue)
         return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: slot).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        let slot = encoder.storage.mapSlot(key.stringValue)
+        let slot = encoder.storage.nestedSlot(forKey: key.stringValue)
         return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: slot).unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
-        PropertyEncoder(context: encoder.context, codingPath: codingPath, storage: encoder.storage.mapSlot("super"))
+        PropertyEncoder(context: encoder.context, codingPath: codingPath, storage: encoder.storage.nestedSlot(forKey: "super"))
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: encoder.storage.mapSlot(key.stringValue))
+        PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: encoder.storage.nestedSlot(forKey: key.stringValue))
     }
 }
 
@@ -215,7 +229,7 @@ struct UnkeyedPropertyContainer: UnkeyedEncodingContainer {
     var codingPath: [any CodingKey] { encoder.codingPath }
     var count: Int { encoder.storage.arrayCount }
 
-    private func append(_ value: PropertyValue) { encoder.storage.appendSlot().content = .value(value) }
+    private func append(_ value: PropertyValue) { encoder.storage.append(value) }
 
     mutating func encodeNil() throws { append(.null) }
     mutating func encode(_ value: Bool) throws { append(.bool(value)) }
@@ -233,8 +247,7 @@ struct UnkeyedPropertyContainer: UnkeyedEncodingContainer {
     mutating func encode(_ value: UInt32) throws { append(.int(Int64(value))) }
     mutating func encode(_ value: UInt64) throws { append(try PropertyEncoder.integer(value, at: codingPath)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        let key = IndexCodingKey(intValue: count)
-        try encoder.encode(value, into: encoder.storage.appendSlot(), key: key)
+        append(try encoder.encoded(value, key: IndexCodingKey(intValue: count)))
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
@@ -256,7 +269,7 @@ struct SinglePropertyContainer: SingleValueEncodingContainer {
     let encoder: PropertyEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    private func set(_ value: PropertyValue) { encoder.storage.content = .value(value) }
+    private func set(_ value: PropertyValue) { encoder.storage.value = value }
 
     mutating func encodeNil() throws { set(.null) }
     mutating func encode(_ value: Bool) throws { set(.bool(value)) }
@@ -273,5 +286,5 @@ struct SinglePropertyContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt16) throws { set(.int(Int64(value))) }
     mutating func encode(_ value: UInt32) throws { set(.int(Int64(value))) }
     mutating func encode(_ value: UInt64) throws { set(try PropertyEncoder.integer(value, at: codingPath)) }
-    mutating func encode<T: Encodable>(_ value: T) throws { try encoder.encode(value, into: encoder.storage, key: nil) }
+    mutating func encode<T: Encodable>(_ value: T) throws { set(try encoder.encoded(value, key: nil)) }
 }
