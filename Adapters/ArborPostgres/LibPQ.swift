@@ -315,7 +315,7 @@ final class PGConnection {
         let suffix = state.map { " (SQLSTATE \($0))" } ?? ""
         let engine = Self.engine
         if isBroken || state?.errorClass == "08" || state == .adminShutdown || state == .crashShutdown || state == .cannotConnectNow {
-            return ArborError(.connection, "lost the connection to the PostgreSQL server at \(target.redacted): \(message)\(suffix); nothing of this call was committed unless it had returned, the next call reconnects", backend: engine, operation: operation)
+            return ArborError(.connection, "lost the connection to the PostgreSQL server at \(target.redacted): \(message)\(suffix). Each call is one transaction, so its changes are stored whole or not at all (not at all unless the connection was lost while committing); the next call reconnects", backend: engine, operation: operation)
         }
         if state?.errorClass == "28" || state == .insufficientPrivilege {
             return ArborError(.permissionDenied, "PostgreSQL refused access: \(message)\(suffix)", backend: engine, operation: operation)
