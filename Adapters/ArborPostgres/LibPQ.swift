@@ -270,6 +270,8 @@ final class PGConnection {
             throw ArborError(.engine, "libpq could not allocate a connection", backend: Self.engine, operation: operation)
         }
         handle = connection
+        // Server notices (NOTICE, WARNING) are not errors; libpq would print them on stderr.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
         guard PQConnectionStatus(PQstatus(handle)) == .ok else {
             let message = target.scrub(Self.trimmed(String(cString: PQerrorMessage(handle))))
             throw Self.connectError(message, target: target, operation: operation)
