@@ -50,7 +50,7 @@ let package = Package(
         .testTarget(
             name: "ArborTests", dependencies: ["Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres"],
             path: "Tests/ArborTests"),
-        .testTarget(name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON"], path: "Tests/ArborCLITests"),
+        .testTarget(name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON", "ArborPostgres"], path: "Tests/ArborCLITests"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -2,7 +2,8 @@
 import PackageDescription
 
 // A separate package so that users of Arbor never fetch or build benchmark code.
-// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit] [--records N]
+// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit|phases|postgres] [--records N]
+// The postgres suite needs ARBOR_BENCH_POSTGRES_URL (e.g. from scripts/postgres-fixture.sh start).
 let package = Package(
     name: "ArborBenchmarks",
     platforms: [.macOS(.v15)],
@@ -10,7 +11,10 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "arbor-benchmarks",
-            dependencies: [.product(name: "Arbor", package: "Arbor"), .product(name: "ArborJSON", package: "Arbor")],
+            dependencies: [
+                .product(name: "Arbor", package: "Arbor"), .product(name: "ArborJSON", package: "Arbor"),
+                .product(name: "ArborPostgres", package: "Arbor"),
+            ],
             path: "Sources/ArborBenchmarks"
         )
     ],

@@ -1,8 +1,28 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything (the multi-process tests run the arbor binary)
-# and runs the whole test suite.
+# Installs what is missing, builds everything (the multi-process tests run the arbor binary),
+# starts a throwaway PostgreSQL cluster (scripts/postgres-fixture.sh) for the PostgreSQL tests
+# and runs the whole test suite. The cluster is stopped and removed when the script ends, also on
+# failure or Ctrl-C; one left by a run that was killed outright is removed by the next run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-dependencies.sh
 swift build --build-tests
-swift test "$@"
+
+child=""
+cleanup() {
+  status=$?
+  trap - EXIT INT TERM
+  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
+  bash scripts/postgres-fixture.sh stop "${ARBOR_TEST_POSTGRES_DIR:-}" || true
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+fixture=$(bash scripts/postgres-fixture.sh start --owner $$)
+eval "$fixture"
+# In the background and waited for, so that a signal reaches the trap at once.
+swift test "$@" &
+child=$!
+wait "$child"

@@ -1,5 +1,6 @@
 import Arbor
 import ArborJSON
+import ArborPostgres
 
 /// Opens (or, with `create`, creates) the backend of a store location: the one place that maps
 /// URL schemes to adapters, so that a new adapter is added here and nowhere else.
@@ -14,7 +15,11 @@ public func openBackend(_ location: StoreLocation, create: Bool) throws -> any B
     case .json(let path):
         let configuration = JSONBackend.Configuration(path: path)
         return create ? try JSONBackend.create(configuration) : try JSONBackend.open(configuration)
-    case .sqlite, .lmdb, .postgres:
+    case .postgres(let connection):
+        // Connects while opening (blocking this thread once); later calls run on the adapter's own queues.
+        let configuration = PostgresBackend.Configuration(url: connection.url)
+        return create ? try PostgresBackend.create(configuration) : try PostgresBackend.open(configuration)
+    case .sqlite, .lmdb:
         throw ArborError(
             .invalidInput,
             "the \(location.scheme) adapter is not available in this build of arbor yet; use memory: or json:PATH")

@@ -92,8 +92,12 @@ struct Everything: Storable, Equatable {
 
 /// The backends every store-level test runs on.
 enum AdapterKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case memory, json
+    case memory, json, postgres
     var testDescription: String { rawValue }
+
+    /// Every kind, with `postgres` only when a test server is configured or under CI=true
+    /// (where its tests then fail instead of being skipped).
+    static var allCases: [AdapterKind] { [.memory, .json] + (PostgresTestServer.isEnabled ? [.postgres] : []) }
 }
 
 /// A fresh, empty backend of `kind` and a cleanup that removes whatever it created.
@@ -104,6 +108,8 @@ func makeBackend(_ kind: AdapterKind) throws -> (backend: any Backend, cleanup: 
     case .json:
         let path = temporaryPath("json")
         return (try JSONBackend.create(.init(path: path, synchronous: false)), { removeItem(path) })
+    case .postgres:
+        return try PostgresTestServer.makeBackend()
     }
 }
 

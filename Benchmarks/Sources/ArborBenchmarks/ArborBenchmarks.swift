@@ -43,8 +43,14 @@ struct ArborBenchmarks {
                         print(String(format: "target: memory under 2 s per 100,000 records -> %@ (%.2f s per 100,000)", scaled < 2 ? "met" : "missed", scaled))
                         if let json = seconds["json"] { print(String(format: "json/memory ratio: %.1fx", json / memory)) }
                     }
+                case "postgres":
+                    guard let url = ProcessInfo.processInfo.environment["ARBOR_BENCH_POSTGRES_URL"], !url.isEmpty else {
+                        print("the postgres benchmark needs ARBOR_BENCH_POSTGRES_URL=postgres://user:password@host:port/database; for a throwaway server: eval \"$(bash scripts/postgres-fixture.sh start)\" and use $ARBOR_TEST_POSTGRES_URL")
+                        exit(2)
+                    }
+                    try await PostgresBenchmark(records: records).run(url: url)
                 default:
-                    print("unknown benchmark \(suite); available: commit")
+                    print("unknown benchmark \(suite); available: commit, phases, postgres")
                     exit(2)
                 }
             }

@@ -1,0 +1,432 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Arbor
+import CLibPQ
+
+// The raw libpq calls of the PostgreSQL adapter. Nothing else in the adapter calls libpq: this
+// file owns every `PGconn*` (one `PGConnection`, `PQfinish` in its deinit) and every `PGresult*`
+// (one `PGResult`, `PQclear` in its deinit), and turns libpq's failures into `ArborError`s that
+// never contain the password.
+//
+// Every function here blocks. The adapter calls them only on its connections' own dispatch
+// queues (see ConnectionPool.swift), never on the Swift concurrency pool.
+
+/// libpq's result status (`ExecStatusType`).
+struct PQResultStatus: Hashable, CustomStringConvertible {
+    let rawValue: UInt32
+    init(_ status: ExecStatusType) { rawValue = status.rawValue }
+
+    static let emptyQuery = PQResultStatus(PGRES_EMPTY_QUERY)
+    static let commandOK = PQResultStatus(PGRES_COMMAND_OK)
+    static let tuplesOK = PQResultStatus(PGRES_TUPLES_OK)
+    static let copyIn = PQResultStatus(PGRES_COPY_IN)
+    static let copyOut = PQResultStatus(PGRES_COPY_OUT)
+    static let badResponse = PQResultStatus(PGRES_BAD_RESPONSE)
+    static let nonfatalError = PQResultStatus(PGRES_NONFATAL_ERROR)
+    static let fatalError = PQResultStatus(PGRES_FATAL_ERROR)
+
+    var description: String { String(cString: PQresStatus(ExecStatusType(rawValue: rawValue))) }
+}
+
+/// libpq's connection status (`ConnStatusType`).
+struct PQConnectionStatus: Hashable {
+    let rawValue: UInt32
+    init(_ status: ConnStatusType) { rawValue = status.rawValue }
+
+    static let ok = PQConnectionStatus(CONNECTION_OK)
+    static let bad = PQConnectionStatus(CONNECTION_BAD)
+}
+
+/// A PostgreSQL error code (SQLSTATE), such as `23505`.
+struct SQLState: Hashable, CustomStringConvertible {
+    let code: String
+    init(_ code: String) { self.code = code }
+
+    /// The first two characters: the class (`08` connection exception, `28` authorization, ...).
+    var errorClass: String { String(code.prefix(2)) }
+    var description: String { code }
+
+    static let uniqueViolation = SQLState("23505")
+    static let duplicateTable = SQLState("42P07")
+    static let insufficientPrivilege = SQLState("42501")
+    static let invalidCatalogName = SQLState("3D000")  // the database does not exist
+    static let invalidPassword = SQLState("28P01")
+    static let adminShutdown = SQLState("57P01")  // pg_terminate_backend, server shutdown
+    static let crashShutdown = SQLState("57P02")
+    static let cannotConnectNow = SQLState("57P03")
+    static let diskFull = SQLState("53100")
+    static let tooManyConnections = SQLState("53300")
+}
+
+/// Type OIDs of the parameters the adapter sends.
+enum PGType {
+    static let bool: Oid = 16
+    static let bytea: Oid = 17
+    static let int8: Oid = 20
+    static let text: Oid = 25
+    static let byteaArray: Oid = 1001
+}
+
+/// A parameter value, always sent in binary format.
+enum PGValue {
+    case bytes([UInt8])
+    case text(String)
+    case int64(Int64)
+    /// `bytea[]` in PostgreSQL's binary array format.
+    case byteaArray([UInt8])
+    case null
+
+    var type: Oid {
+        switch self {
+        case .bytes: PGType.bytea
+        case .text: PGType.text
+        case .int64: PGType.int8
+        case .byteaArray: PGType.byteaArray
+        case .null: 0
+        }
+    }
+
+    func append(to buffer: inout [UInt8]) -> Int? {
+        switch self {
+        case .bytes(let bytes), .byteaArray(let bytes):
+            buffer.append(contentsOf: bytes)
+            return bytes.count
+        case .text(let text):
+            buffer.append(contentsOf: text.utf8)
+            return text.utf8.count
+        case .int64(let value):
+            withUnsafeBytes(of: value.bigEndian) { buffer.append(contentsOf: $0) }
+            return 8
+        case .null:
+            return nil
+        }
+    }
+
+    /// The binary form of a one-dimensional `bytea[]` without nulls:
+    /// ndim, has-nulls flag, element type, (length, lower bound) per dimension, then each element
+    /// as a 4-byte length and its bytes. All integers big-endian.
+    static func byteaArray<C: Collection>(_ elements: C, byteCount: Int = 0, _ bytes: (C.Element, inout [UInt8]) -> Void) -> PGValue {
+        var buffer = [UInt8]()
+        buffer.reserveCapacity(20 + elements.count * 4 + byteCount)
+        func int32(_ value: Int32) { withUnsafeBytes(of: value.bigEndian) { buffer.append(contentsOf: $0) } }
+        int32(elements.isEmpty ? 0 : 1)
+        int32(0)
+        int32(Int32(bitPattern: PGType.bytea))
+        if !elements.isEmpty {
+            int32(Int32(elements.count))
+            int32(1)
+        }
+        for element in elements {
+            let lengthAt = buffer.count
+            int32(0)
+            let start = buffer.count
+            bytes(element, &buffer)
+            let length = Int32(buffer.count - start).bigEndian
+            withUnsafeBytes(of: length) { buffer.replaceSubrange(lengthAt..<lengthAt + 4, with: $0) }
+        }
+        return .byteaArray(buffer)
+    }
+
+    static func hashArray(_ hashes: some Collection<Hash>) -> PGValue {
+        byteaArray(hashes, byteCount: hashes.count * Hash.byteCount) { hash, buffer in hash.append(to: &buffer) }
+    }
+}
+
+/// A statement prepared once per connection, on first use.
+struct PreparedStatement: Sendable {
+    let name: String
+    let sql: String
+    let types: [Oid]
+}
+
+/// Where to connect, and how to keep the password out of every message.
+struct ConnectionTarget: Sendable {
+    /// The URL as given (password included); only handed to libpq.
+    let url: String
+    let connectTimeout: Int
+    /// The password as written and percent-decoded, longest first.
+    let secrets: [String]
+
+    init(url: String, connectTimeout: Int) {
+        self.url = url
+        self.connectTimeout = connectTimeout
+        secrets = ConnectionTarget.secrets(in: url)
+    }
+
+    /// The URL with the password replaced by `***`.
+    var redacted: String { scrub(url) }
+
+    /// `text` with every secret replaced by `***`.
+    func scrub(_ text: String) -> String {
+        secrets.reduce(text) { $0.replacing($1, with: "***") }
+    }
+
+    /// The password of the user info and of any `password=` query parameter, as written and
+    /// percent-decoded. Found by plain scanning, so even a malformed URL gives it up.
+    static func secrets(in url: String) -> [String] {
+        guard let separator = url.firstRange(of: "://") else { return [] }
+        let afterScheme = url[separator.upperBound...]
+        var found = [Substring]()
+        if let at = afterScheme.lastIndex(of: "@"), let colon = afterScheme[..<at].firstIndex(of: ":") {
+            found.append(afterScheme[afterScheme.index(after: colon)..<at])
+        }
+        if let query = afterScheme.firstIndex(of: "?") {
+            for parameter in afterScheme[afterScheme.index(after: query)...].split(separator: "&") {
+                let parts = parameter.split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0].lowercased() == "password" { found.append(parts[1]) }
+            }
+        }
+        var secrets = Set<String>()
+        for secret in found where !secret.isEmpty {
+            secrets.insert(String(secret))
+            if let decoded = percentDecoded(secret), !decoded.isEmpty { secrets.insert(decoded) }
+        }
+        return secrets.sorted { $0.count > $1.count }
+    }
+
+    private static func percentDecoded(_ text: Substring) -> String? {
+        var bytes = [UInt8]()
+        var iterator = Array(text.utf8).makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
+                let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+            {
+                bytes.append(value)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}
+
+/// One result (`PGresult*`), cleared when released.
+final class PGResult {
+    private let pointer: OpaquePointer
+
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { PQclear(pointer) }
+
+    var status: PQResultStatus { PQResultStatus(PQresultStatus(pointer)) }
+    var rowCount: Int { Int(PQntuples(pointer)) }
+    var columnCount: Int { Int(PQnfields(pointer)) }
+    /// Rows affected by INSERT, UPDATE or DELETE.
+    var affectedRows: Int { Int(String(cString: PQcmdTuples(pointer))) ?? 0 }
+    var sqlState: SQLState? { field(Int32(UInt8(ascii: "C"))).map(SQLState.init) }
+    var errorMessage: String { String(cString: PQresultErrorMessage(pointer)) }
+
+    private func field(_ code: Int32) -> String? {
+        PQresultErrorField(pointer, code).map { String(cString: $0) }
+    }
+
+    func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(pointer, Int32(row), Int32(column)) != 0 }
+
+    /// A value's bytes (binary results: `bytea` as is, `text` as UTF-8), or `nil` for NULL.
+    func bytes(_ row: Int, _ column: Int) -> [UInt8]? {
+        if isNull(row, column) { return nil }
+        let length = Int(PQgetlength(pointer, Int32(row), Int32(column)))
+        guard length > 0, let value = PQgetvalue(pointer, Int32(row), Int32(column)) else { return [] }
+        return value.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+    }
+
+    func text(_ row: Int, _ column: Int) -> String? {
+        bytes(row, column).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A 32-byte `bytea` value as a hash.
+    func hash(_ row: Int, _ column: Int) -> Hash? {
+        guard !isNull(row, column), PQgetlength(pointer, Int32(row), Int32(column)) == Hash.byteCount,
+            let value = PQgetvalue(pointer, Int32(row), Int32(column))
+        else { return nil }
+        return value.withMemoryRebound(to: UInt8.self, capacity: Hash.byteCount) {
+            Hash(bytes: UnsafeBufferPointer(start: $0, count: Hash.byteCount))
+        }
+    }
+}
+
+/// One connection (`PGconn*`), finished when released. Not thread-safe: one thread at a time
+/// (the pool guarantees it by running all calls on the connection's serial queue).
+final class PGConnection {
+    private let handle: OpaquePointer
+    let target: ConnectionTarget
+    private var prepared = Set<String>()
+    private static let engine = "postgres"
+
+    /// Connects (blocking). Throws `.connection`, `.permissionDenied` or `.notFound`.
+    init(_ target: ConnectionTarget, operation: String) throws {
+        self.target = target
+        let keywords = ["connect_timeout", "fallback_application_name", "dbname"]
+        let values = [String(target.connectTimeout), "arbor", target.url]
+        // expand_dbname = 1: `dbname` holds the whole URL; its settings override the ones before it.
+        let connection = withCStrings(keywords) { keywordPointers in
+            withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
+        }
+        guard let connection else {
+            throw ArborError(.engine, "libpq could not allocate a connection", backend: Self.engine, operation: operation)
+        }
+        handle = connection
+        // Server notices (NOTICE, WARNING) are not errors; libpq would print them on stderr.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        guard PQConnectionStatus(PQstatus(handle)) == .ok else {
+            let message = target.scrub(Self.trimmed(String(cString: PQerrorMessage(handle))))
+            throw Self.connectError(message, target: target, operation: operation)
+        }
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// Whether the connection is lost (the server went away, or the backend was terminated).
+    var isBroken: Bool { PQConnectionStatus(PQstatus(handle)) != .ok }
+
+    /// The server's process id for this connection.
+    var backendPID: Int32 { PQbackendPID(handle) }
+
+    private static func connectError(_ message: String, target: ConnectionTarget, operation: String) -> ArborError {
+        let lower = message.lowercased()
+        let place = "the PostgreSQL server at \(target.redacted)"
+        if lower.contains("password authentication failed") || lower.contains("authentication failed")
+            || lower.contains("no pg_hba.conf entry") || lower.contains("password is required")
+            || lower.contains("permission denied")
+        {
+            return ArborError(.permissionDenied, "\(place) refused the login (SQLSTATE 28P01 or 28000): \(message)", backend: engine, operation: operation)
+        }
+        if lower.contains("database") && lower.contains("does not exist") {
+            return ArborError(.notFound, "\(place): the database does not exist (SQLSTATE 3D000); create it first (createdb), then run arbor init: \(message)", backend: engine, operation: operation)
+        }
+        return ArborError(.connection, "cannot connect to \(place): \(message)", backend: engine, operation: operation)
+    }
+
+    static func trimmed(_ text: String) -> String {
+        var lines = text.split(separator: "\n").map { $0.trimmingPrefix(while: { $0 == " " }) }
+        lines.removeAll { $0.isEmpty }
+        return lines.joined(separator: "; ")
+    }
+
+    /// The error of a failed call, classified: a lost connection (`.connection`), refused access
+    /// (`.permissionDenied`), a full disk (`.io`), anything else (`.engine`), with the SQLSTATE.
+    func error(_ result: PGResult?, operation: String) -> ArborError {
+        let state = result?.sqlState
+        var text = result?.errorMessage ?? ""
+        if text.isEmpty { text = String(cString: PQerrorMessage(handle)) }
+        let message = target.scrub(Self.trimmed(text))
+        let suffix = state.map { " (SQLSTATE \($0))" } ?? ""
+        let engine = Self.engine
+        if isBroken || state?.errorClass == "08" || state == .adminShutdown || state == .crashShutdown || state == .cannotConnectNow {
+            return ArborError(.connection, "lost the connection to the PostgreSQL server at \(target.redacted): \(message)\(suffix). Each call is one transaction, so its changes are stored whole or not at all (not at all unless the connection was lost while committing); the next call reconnects", backend: engine, operation: operation)
+        }
+        if state?.errorClass == "28" || state == .insufficientPrivilege {
+            return ArborError(.permissionDenied, "PostgreSQL refused access: \(message)\(suffix)", backend: engine, operation: operation)
+        }
+        if state == .diskFull {
+            return ArborError(.io, "PostgreSQL: the disk is full: \(message)\(suffix)", backend: engine, operation: operation)
+        }
+        return ArborError(.engine, "PostgreSQL error: \(message)\(suffix)", backend: engine, operation: operation)
+    }
+
+    private func check(_ result: OpaquePointer?, operation: String, expecting: Set<PQResultStatus> = [.commandOK, .tuplesOK]) throws -> PGResult {
+        guard let result else { throw error(nil, operation: operation) }
+        let wrapped = PGResult(result)
+        guard expecting.contains(wrapped.status) else { throw error(wrapped, operation: operation) }
+        return wrapped
+    }
+
+    /// Runs one statement given as text, with binary parameters and binary results.
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [PGValue] = [], operation: String) throws -> PGResult {
+        try withParameters(parameters) { count, types, values, lengths, formats in
+            try check(PQexecParams(handle, sql, count, types, values, lengths, formats, 1), operation: operation)
+        }
+    }
+
+    /// Runs a prepared statement (preparing it on this connection first if needed).
+    @discardableResult
+    func execute(_ statement: PreparedStatement, _ parameters: [PGValue], operation: String) throws -> PGResult {
+        if !prepared.contains(statement.name) {
+            _ = try check(PQprepare(handle, statement.name, statement.sql, Int32(statement.types.count), statement.types), operation: operation)
+            prepared.insert(statement.name)
+        }
+        return try withParameters(parameters) { count, _, values, lengths, formats in
+            try check(PQexecPrepared(handle, statement.name, count, values, lengths, formats, 1), operation: operation)
+        }
+    }
+
+    /// Runs `body` in a transaction: COMMIT if it returns, ROLLBACK (when the connection is
+    /// still up) if it throws.
+    func transaction<R>(operation: String, _ body: () throws -> R) throws -> R {
+        try execute("BEGIN", operation: operation)
+        let value: R
+        do {
+            value = try body()
+        } catch {
+            if !isBroken { _ = try? execute("ROLLBACK", operation: operation) }
+            throw error
+        }
+        try execute("COMMIT", operation: operation)
+        return value
+    }
+
+    /// `COPY … FROM STDIN` with `data` as the whole input (e.g. PGCOPY binary format).
+    func copyIn(_ sql: String, chunks: [[UInt8]], operation: String) throws {
+        _ = try check(PQexec(handle, sql), operation: operation, expecting: [.copyIn])
+        for chunk in chunks {
+            let sent = chunk.withUnsafeBytes { buffer in
+                PQputCopyData(handle, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(buffer.count))
+            }
+            guard sent == 1 else { throw error(nil, operation: operation) }
+        }
+        guard PQputCopyEnd(handle, nil) == 1 else { throw error(nil, operation: operation) }
+        var failure: ArborError?
+        while let result = PQgetResult(handle) {
+            let wrapped = PGResult(result)
+            if wrapped.status != .commandOK && failure == nil { failure = error(wrapped, operation: operation) }
+        }
+        if let failure { throw failure }
+    }
+
+    private func withParameters<R>(
+        _ parameters: [PGValue],
+        _ body: (Int32, [Oid], [UnsafePointer<CChar>?], [Int32], [Int32]) throws -> R
+    ) throws -> R {
+        var buffer = [UInt8]()
+        buffer.reserveCapacity(parameters.reduce(0) { total, value in
+            switch value {
+            case .bytes(let bytes), .byteaArray(let bytes): total + bytes.count
+            case .text(let text): total + text.utf8.count
+            default: total + 8
+            }
+        })
+        var ranges = [(offset: Int, length: Int)?]()
+        for parameter in parameters {
+            let offset = buffer.count
+            ranges.append(parameter.append(to: &buffer).map { (offset, $0) })
+        }
+        let types = parameters.map(\.type)
+        let formats = [Int32](repeating: 1, count: parameters.count)
+        let lengths = ranges.map { Int32($0?.length ?? 0) }
+        return try buffer.withUnsafeBufferPointer { storage in
+            // A non-null pointer for every non-null value, also an empty one.
+            let base = storage.baseAddress.map { UnsafeRawPointer($0) } ?? UnsafeRawPointer(bitPattern: 1)!
+            var empty: CChar = 0
+            return try withUnsafePointer(to: &empty) { emptyPointer in
+                let values: [UnsafePointer<CChar>?] = ranges.map { range in
+                    guard let range else { return nil }
+                    if range.length == 0 { return emptyPointer }
+                    return (base + range.offset).assumingMemoryBound(to: CChar.self)
+                }
+                return try body(Int32(parameters.count), types, values, lengths, formats)
+            }
+        }
+    }
+}
+
+/// Calls `body` with a C array of C strings, valid for the duration of the call, NULL-terminated.
+private func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    let copies = strings.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    return body(copies.map { UnsafePointer($0) } + [nil])
+}

@@ -1,0 +1,368 @@
+import Arbor
+import Dispatch
+
+/// A store in a PostgreSQL database: three tables in the connection's current schema.
+///
+/// ```
+/// arbor_meta     (key text primary key, value text not null)   format = arbor-postgres-store, version = 1
+/// arbor_objects  (hash bytea primary key, bytes bytea not null) one row per object
+/// arbor_refs     (name text primary key, hash bytea not null)   one row per ref
+/// ```
+///
+/// Hashes and objects travel as binary `bytea` parameters and results; batches go as one
+/// `bytea[]` parameter in PostgreSQL's binary array format (`= ANY($1)`, `unnest`), so no SQL is
+/// ever built from data. A batch `put` is one transaction. Refs change by compare-and-swap in a
+/// single statement, which PostgreSQL makes atomic across every process using the database.
+///
+/// The URL is handed to libpq as a connection URI, so its query parameters work as usual
+/// (`sslmode=require`, `connect_timeout=5`, `options=-csearch_path%3Dmyschema` to keep the store
+/// in another schema). Messages show the URL with its password replaced by `***`.
+public final class PostgresBackend: Backend {
+    /// Where the database is and how many connections to keep.
+    ///
+    /// Its description, debug description and reflection show the URL with the password
+    /// replaced by `***`.
+    public struct Configuration: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+        /// `postgres://user:password@host:port/database` (also `postgresql://`), with optional
+        /// libpq query parameters.
+        public var url: String
+        /// The most connections this backend opens at once (they are opened on demand).
+        public var maximumConnections: Int
+        /// Seconds to wait for the server when connecting (unless the URL sets `connect_timeout`).
+        public var connectTimeout: Int
+
+        public init(url: String, maximumConnections: Int = 4, connectTimeout: Int = 10) {
+            self.url = url
+            self.maximumConnections = maximumConnections
+            self.connectTimeout = connectTimeout
+        }
+
+        /// The URL with the password replaced by `***`.
+        public var redactedURL: String { target.redacted }
+        var target: ConnectionTarget { ConnectionTarget(url: url, connectTimeout: connectTimeout) }
+
+        public var description: String { "PostgresBackend.Configuration(\(redactedURL))" }
+        public var debugDescription: String { description }
+        public var customMirror: Mirror {
+            Mirror(self, children: ["url": redactedURL, "maximumConnections": maximumConnections, "connectTimeout": connectTimeout])
+        }
+    }
+
+    static let formatName = "arbor-postgres-store"
+    static let formatVersion = "1"
+    static let engine = "postgres"
+
+    /// Objects per statement: keeps each `bytea[]` parameter well below PostgreSQL's 1 GB limit.
+    static let objectsPerStatement = 10_000
+    static let bytesPerStatement = 32 << 20
+
+    public let engineName = "postgres"
+    public let configuration: Configuration
+    private let pool: ConnectionPool
+
+    private init(configuration: Configuration, connection: PGConnection) {
+        self.configuration = configuration
+        pool = ConnectionPool(target: configuration.target, maximumConnections: configuration.maximumConnections, first: connection)
+    }
+
+    // MARK: Creating and opening
+
+    /// Creates the Arbor tables in an existing database. Throws ``ArborError/Code/alreadyExists``
+    /// (leaving everything as it is) if the database already holds an Arbor store or tables of
+    /// the same names, ``ArborError/Code/notFound`` if the database does not exist,
+    /// ``ArborError/Code/connection`` or ``ArborError/Code/permissionDenied`` if the server
+    /// cannot be reached or refuses the login.
+    ///
+    /// This variant blocks the calling thread while it talks to the server; from async code the
+    /// `async` overload is chosen, which does that on a dispatch queue.
+    public static func create(_ configuration: Configuration) throws -> PostgresBackend {
+        let connection = try PGConnection(configuration.target, operation: "create")
+        try Schema.create(on: connection)
+        return PostgresBackend(configuration: configuration, connection: connection)
+    }
+
+    /// Opens the Arbor store in a database. Throws ``ArborError/Code/notFound`` if the database
+    /// holds no Arbor store (or does not exist), ``ArborError/Code/unsupportedFormat`` if it holds
+    /// another program's tables or a store of another format version.
+    ///
+    /// This variant blocks the calling thread while it talks to the server; from async code the
+    /// `async` overload is chosen, which does that on a dispatch queue.
+    public static func open(_ configuration: Configuration) throws -> PostgresBackend {
+        let connection = try PGConnection(configuration.target, operation: "open")
+        try Schema.check(on: connection)
+        return PostgresBackend(configuration: configuration, connection: connection)
+    }
+
+    /// ``create(_:)-(Configuration)``, with the blocking work on a dispatch queue.
+    public static func create(_ configuration: Configuration) async throws -> PostgresBackend {
+        try await offThePool { try create(configuration) }
+    }
+
+    /// ``open(_:)-(Configuration)``, with the blocking work on a dispatch queue.
+    public static func open(_ configuration: Configuration) async throws -> PostgresBackend {
+        try await offThePool { try open(configuration) }
+    }
+
+    private static func offThePool(_ body: @escaping @Sendable () throws -> PostgresBackend) async throws -> PostgresBackend {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    // MARK: Objects
+
+    private func checkOpen(_ operation: String) throws {
+        if pool.isClosed { throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation) }
+    }
+
+    public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try checkOpen("get")
+        if hashes.isEmpty { return [:] }
+        let unique = Array(Set(hashes))
+        return try await pool.withConnection("get") { connection in
+            var result = [Hash: [UInt8]](minimumCapacity: unique.count)
+            for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
+                let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
+                let rows = try connection.execute(Statements.get, [.hashArray(chunk)], operation: "get")
+                for row in 0..<rows.rowCount {
+                    if let hash = rows.hash(row, 0), let bytes = rows.bytes(row, 1) { result[hash] = bytes }
+                }
+            }
+            return result
+        }
+    }
+
+    public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
+        try checkOpen("contains")
+        if hashes.isEmpty { return [] }
+        let unique = Array(Set(hashes))
+        return try await pool.withConnection("contains") { connection in
+            var result = Set<Hash>()
+            for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
+                let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
+                let rows = try connection.execute(Statements.contains, [.hashArray(chunk)], operation: "contains")
+                for row in 0..<rows.rowCount { if let hash = rows.hash(row, 0) { result.insert(hash) } }
+            }
+            return result
+        }
+    }
+
+    public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try checkOpen("put")
+        if objects.isEmpty { return }
+        // Sorted and without duplicates: every writer takes the row locks of a batch in the same
+        // order, so concurrent writers of overlapping batches wait for each other, never deadlock.
+        var sorted = objects.sorted { $0.hash < $1.hash }
+        var write = 0
+        for read in sorted.indices where write == 0 || sorted[read].hash != sorted[write - 1].hash {
+            sorted[write] = sorted[read]
+            write += 1
+        }
+        sorted.removeSubrange(write...)
+        var chunks = [Range<Int>]()
+        var start = 0, bytes = 0
+        for index in sorted.indices {
+            if index > start && (index - start >= Self.objectsPerStatement || bytes + sorted[index].bytes.count > Self.bytesPerStatement) {
+                chunks.append(start..<index)
+                start = index
+                bytes = 0
+            }
+            bytes += sorted[index].bytes.count + 40
+        }
+        chunks.append(start..<sorted.count)
+        let batch = sorted, ranges = chunks
+        try await pool.withConnection("put") { connection in
+            func insert(_ range: Range<Int>) throws {
+                let slice = batch[range]
+                let hashes = PGValue.hashArray(slice.lazy.map(\.hash))
+                let payloads = PGValue.byteaArray(slice, byteCount: slice.reduce(0) { $0 + $1.bytes.count }) { object, buffer in
+                    buffer.append(contentsOf: object.bytes)
+                }
+                try connection.execute(Statements.put, [hashes, payloads], operation: "put")
+            }
+            if ranges.count == 1 {
+                try insert(ranges[0])  // one statement is one transaction
+            } else {
+                try connection.transaction(operation: "put") { for range in ranges { try insert(range) } }
+            }
+        }
+    }
+
+    public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        try checkOpen("enumerate")
+        let limit = max(batchSize, 1)
+        var after: [UInt8] = []  // the empty bytea sorts before every hash
+        while true {
+            let cursor = after
+            // Keyset pagination: each page is its own short statement, so no transaction or
+            // connection is held while `body` runs.
+            let page = try await pool.withConnection("enumerate") { connection in
+                let rows = try connection.execute(Statements.page, [.bytes(cursor), .int64(Int64(limit))], operation: "enumerate")
+                return (0..<rows.rowCount).compactMap { rows.hash($0, 0) }
+            }
+            if !page.isEmpty { try await body(page) }
+            guard page.count == limit, let last = page.last else { return }
+            after = last.bytes
+        }
+    }
+
+    public func delete(_ hashes: [Hash]) async throws {
+        try checkOpen("delete")
+        if hashes.isEmpty { return }
+        let unique = Array(Set(hashes)).sorted()
+        try await pool.withConnection("delete") { connection in
+            try connection.transaction(operation: "delete") {
+                for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
+                    let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
+                    try connection.execute(Statements.delete, [.hashArray(chunk)], operation: "delete")
+                }
+            }
+        }
+    }
+
+    // MARK: Refs
+
+    public func refs() async throws -> [String: Hash] {
+        try checkOpen("refs")
+        return try await pool.withConnection("refs") { connection in
+            let rows = try connection.execute(Statements.refs, [], operation: "refs")
+            var result = [String: Hash]()
+            for row in 0..<rows.rowCount {
+                guard let name = rows.text(row, 0), let hash = rows.hash(row, 1) else {
+                    throw ArborError(.corruptObject, "a row of arbor_refs does not hold a 32-byte hash", backend: Self.engine, operation: "refs")
+                }
+                result[name] = hash
+            }
+            return result
+        }
+    }
+
+    public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        try checkOpen("compareAndSwap")
+        try RefName.validate(name, backend: engineName)
+        return try await pool.withConnection("compareAndSwap") { connection in
+            // One statement each: PostgreSQL re-checks the WHERE clause on the newest row version
+            // (and ON CONFLICT waits for a concurrent insert), so exactly one racer wins.
+            switch (expected, new) {
+            case (nil, let new?):
+                return try connection.execute(Statements.insertRef, [.text(name), .bytes(new.bytes)], operation: "compareAndSwap").affectedRows == 1
+            case (let expected?, let new?):
+                return try connection.execute(Statements.updateRef, [.text(name), .bytes(expected.bytes), .bytes(new.bytes)], operation: "compareAndSwap").affectedRows == 1
+            case (let expected?, nil):
+                return try connection.execute(Statements.deleteRef, [.text(name), .bytes(expected.bytes)], operation: "compareAndSwap").affectedRows == 1
+            case (nil, nil):
+                return try connection.execute(Statements.refAbsent, [.text(name)], operation: "compareAndSwap").bytes(0, 0) == [1]
+            }
+        }
+    }
+
+    public func close() async throws {
+        pool.close()
+    }
+}
+
+/// The statements the backend prepares on each connection.
+enum Statements {
+    static let get = PreparedStatement(
+        name: "arbor_get", sql: "SELECT hash, bytes FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
+    static let contains = PreparedStatement(
+        name: "arbor_contains", sql: "SELECT hash FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
+    static let put = PreparedStatement(
+        name: "arbor_put",
+        sql: "INSERT INTO arbor_objects (hash, bytes) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (hash) DO NOTHING",
+        types: [PGType.byteaArray, PGType.byteaArray])
+    static let page = PreparedStatement(
+        name: "arbor_page", sql: "SELECT hash FROM arbor_objects WHERE hash > $1 ORDER BY hash LIMIT $2", types: [PGType.bytea, PGType.int8])
+    static let delete = PreparedStatement(
+        name: "arbor_delete", sql: "DELETE FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
+    static let refs = PreparedStatement(name: "arbor_refs", sql: "SELECT name, hash FROM arbor_refs", types: [])
+    static let insertRef = PreparedStatement(
+        name: "arbor_ref_insert", sql: "INSERT INTO arbor_refs (name, hash) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        types: [PGType.text, PGType.bytea])
+    static let updateRef = PreparedStatement(
+        name: "arbor_ref_update", sql: "UPDATE arbor_refs SET hash = $3 WHERE name = $1 AND hash = $2",
+        types: [PGType.text, PGType.bytea, PGType.bytea])
+    static let deleteRef = PreparedStatement(
+        name: "arbor_ref_delete", sql: "DELETE FROM arbor_refs WHERE name = $1 AND hash = $2", types: [PGType.text, PGType.bytea])
+    static let refAbsent = PreparedStatement(
+        name: "arbor_ref_absent", sql: "SELECT NOT EXISTS (SELECT 1 FROM arbor_refs WHERE name = $1)", types: [PGType.text])
+}
+
+/// Creating and recognising the tables.
+enum Schema {
+    static let tables = ["arbor_meta", "arbor_objects", "arbor_refs"]
+    /// Serialises concurrent `create`s on one database (an arbitrary constant: "arbor" + 1).
+    static let createLock: Int64 = 0x6172_626F_7200_0001
+
+    /// Which of the Arbor tables exist in the current schema.
+    static func existingTables(on connection: PGConnection, operation: String) throws -> [String] {
+        let rows = try connection.execute(
+            "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = current_schema()) AND c.relname = ANY(ARRAY['arbor_meta', 'arbor_objects', 'arbor_refs']) ORDER BY 1",
+            operation: operation)
+        return (0..<rows.rowCount).compactMap { rows.text($0, 0) }
+    }
+
+    static func marker(on connection: PGConnection, operation: String) throws -> (format: String?, version: String?) {
+        let rows = try connection.execute("SELECT key, value FROM arbor_meta WHERE key IN ('format', 'version')", operation: operation)
+        var format: String?, version: String?
+        for row in 0..<rows.rowCount {
+            switch rows.text(row, 0) {
+            case "format": format = rows.text(row, 1)
+            case "version": version = rows.text(row, 1)
+            default: break
+            }
+        }
+        return (format, version)
+    }
+
+    static func create(on connection: PGConnection) throws {
+        let redacted = connection.target.redacted
+        try connection.transaction(operation: "create") {
+            try connection.execute("SELECT pg_advisory_xact_lock($1)", [.int64(createLock)], operation: "create")
+            let existing = try existingTables(on: connection, operation: "create")
+            if existing.contains("arbor_meta"), try marker(on: connection, operation: "create").format == PostgresBackend.formatName {
+                throw ArborError(.alreadyExists, "an Arbor store already exists in the database at \(redacted); it was left untouched", backend: PostgresBackend.engine, operation: "create")
+            }
+            if !existing.isEmpty {
+                throw ArborError(.alreadyExists, "the database at \(redacted) already has tables named \(existing.joined(separator: ", ")) that are not an Arbor store; nothing was changed", backend: PostgresBackend.engine, operation: "create")
+            }
+            for statement in [
+                "CREATE TABLE arbor_meta (key text PRIMARY KEY, value text NOT NULL)",
+                "CREATE TABLE arbor_objects (hash bytea PRIMARY KEY, bytes bytea NOT NULL)",
+                "CREATE TABLE arbor_refs (name text PRIMARY KEY, hash bytea NOT NULL)",
+            ] {
+                try connection.execute(statement, operation: "create")
+            }
+            try connection.execute(
+                "INSERT INTO arbor_meta (key, value) VALUES ('format', $1), ('version', $2)",
+                [.text(PostgresBackend.formatName), .text(PostgresBackend.formatVersion)], operation: "create")
+        }
+    }
+
+    static func check(on connection: PGConnection) throws {
+        let redacted = connection.target.redacted
+        let engine = PostgresBackend.engine
+        let existing = try existingTables(on: connection, operation: "open")
+        guard existing.contains("arbor_meta") else {
+            let others = try connection.execute(
+                "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = current_schema()) AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY 1 LIMIT 6",
+                operation: "open")
+            let names = (0..<others.rowCount).compactMap { others.text($0, 0) }
+            if !names.isEmpty {
+                let shown = names.prefix(5).joined(separator: ", ") + (names.count > 5 ? ", …" : "")
+                throw ArborError(.unsupportedFormat, "the database at \(redacted) is not an Arbor store: it holds tables of another program (\(shown)) and no arbor_meta table", backend: engine, operation: "open")
+            }
+            throw ArborError(.notFound, "no Arbor store in this database (\(redacted)); run arbor init \(redacted)", backend: engine, operation: "open")
+        }
+        let (format, version) = try marker(on: connection, operation: "open")
+        guard format == PostgresBackend.formatName else {
+            throw ArborError(.unsupportedFormat, "the database at \(redacted) has an arbor_meta table without the Arbor store marker (format \(format.map { String(reflecting: $0) } ?? "missing")); it is not an Arbor store", backend: engine, operation: "open")
+        }
+        guard version == PostgresBackend.formatVersion else {
+            throw ArborError(.unsupportedFormat, "the database at \(redacted) has Arbor store format version \(version ?? "?"); this Arbor reads version \(PostgresBackend.formatVersion)", backend: engine, operation: "open")
+        }
+        guard existing == Schema.tables else {
+            throw ArborError(.unsupportedFormat, "the Arbor store at \(redacted) lacks the table(s) \(Set(Schema.tables).subtracting(existing).sorted().joined(separator: ", "))", backend: engine, operation: "open")
+        }
+    }
+}

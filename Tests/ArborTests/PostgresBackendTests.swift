@@ -1,0 +1,210 @@
+import Arbor
+import ArborPostgres
+import Foundation
+import Synchronization
+import Testing
+
+/// The PostgreSQL adapter's own behaviour: errors, schema recognition, parameterization, lost
+/// connections and corruption. The contract and store tests also run on it (AdapterKind.postgres).
+@Suite struct PostgresBackendTests {
+    /// Runs `body` with the URL of a fresh database, dropped afterwards.
+    func withDatabase(_ body: (String) async throws -> Void) async throws {
+        let (url, drop) = try PostgresTestServer.makeDatabase()
+        defer { drop() }
+        try await body(url)
+    }
+
+    @Test func serverSettingsArePresentUnderCI() {
+        if PostgresTestServer.url == nil {
+            if PostgresTestServer.isCI {
+                Issue.record("CI=true but ARBOR_TEST_POSTGRES_URL is not set: the PostgreSQL tests cannot run; use scripts/test.sh, which starts a throwaway PostgreSQL")
+            } else {
+                print(PostgresTestServer.skipMessage)
+            }
+        }
+    }
+
+    @Test func unreachableServerIsAConnectionError() async throws {
+        // Port 1 on the loopback interface: nothing listens there.
+        let secret = "S3cret-unreachable-pw"
+        let configuration = PostgresBackend.Configuration(url: "postgres://arbor:\(secret)@127.0.0.1:1/arbor", connectTimeout: 3)
+        await #expect {
+            _ = try await PostgresBackend.open(configuration)
+        } throws: { error in
+            let text = "\(error)"
+            return (error as? ArborError)?.code == .connection && !text.contains(secret) && text.contains("***") && text.contains("127.0.0.1")
+        }
+        #expect(!"\(configuration)".contains(secret))
+        #expect(!String(reflecting: configuration).contains(secret))
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func wrongPasswordIsPermissionDenied() async throws {
+        let url = try PostgresTestServer.requireURL()
+        let real = try #require(PostgresTestServer.password)
+        let wrongPassword = "Wr0ng-pa55word-\(UUID().uuidString.prefix(8))"
+        let wrong = url.replacingOccurrences(of: ":\(real)@", with: ":\(wrongPassword)@")
+        try #require(wrong != url)
+        await #expect {
+            _ = try await PostgresBackend.open(.init(url: wrong))
+        } throws: { error in
+            let text = "\(error)"
+            return (error as? ArborError)?.code == .permissionDenied && text.contains("password authentication failed")
+                && !text.contains(wrongPassword) && !text.contains(real)
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func missingDatabaseIsNotFound() async throws {
+        let url = PostgresTestServer.url(try PostgresTestServer.requireURL(), database: "arbor_no_such_database")
+        await #expect { _ = try await PostgresBackend.open(.init(url: url)) } throws: { ($0 as? ArborError)?.code == .notFound }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func emptyDatabaseIsNotFound() async throws {
+        try await withDatabase { url in
+            await #expect { _ = try await PostgresBackend.open(.init(url: url)) } throws: { error in
+                (error as? ArborError)?.code == .notFound && "\(error)".contains("no Arbor store in this database") && "\(error)".contains("arbor init")
+            }
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func anotherProgramsDatabaseIsUnsupportedFormat() async throws {
+        try await withDatabase { url in
+            let session = try PostgresSession(url: url)
+            try session.execute("CREATE TABLE customers (id serial PRIMARY KEY, name text)")
+            try session.execute("INSERT INTO customers (name) VALUES ($1)", [.text("Ada")])
+            await #expect { _ = try await PostgresBackend.open(.init(url: url)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("customers")
+            }
+            // A table called arbor_meta without the marker is not a store either.
+            try session.execute("CREATE TABLE arbor_meta (key text PRIMARY KEY, value text NOT NULL)")
+            await #expect { _ = try await PostgresBackend.open(.init(url: url)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            await #expect { _ = try await PostgresBackend.create(.init(url: url)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+            #expect(try session.execute("SELECT name FROM customers").text(0, 0) == "Ada")
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func createTwiceIsAlreadyExistsAndKeepsTheData() async throws {
+        try await withDatabase { url in
+            let store = Store(backend: try await PostgresBackend.create(.init(url: url)), configuration: .init(replica: "a"))
+            let version = try await store.save(Person(id: "p", name: "Ada"))
+            await #expect { _ = try await PostgresBackend.create(.init(url: url)) } throws: { error in
+                (error as? ArborError)?.code == .alreadyExists && "\(error)".contains("already exists")
+            }
+            let reopened = Store(backend: try await PostgresBackend.open(.init(url: url)))
+            #expect(try await reopened.head()?.id == version.id)
+            #expect(try await reopened.value(Person.self, id: "p") == Person(id: "p", name: "Ada"))
+            try await store.close()
+            try await reopened.close()
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func hostileDataRoundTrips() async throws {
+        try await withDatabase { url in
+            let backend = try await PostgresBackend.create(.init(url: url))
+            let store = Store(backend: backend, configuration: .init(replica: "r'; DROP TABLE arbor_refs; --"))
+            let hostile = ["'", "\"", ";", "'); DROP TABLE arbor_objects; --", "\\x00", "\u{0}", "a\u{0}b'c;\"d", "$1", "E'\\\\'", "🌳"]
+            let huge = String(repeating: "'; DROP TABLE arbor_objects; --\u{0}\\\"", count: 1_048_576 / 32)
+            var notes = hostile.enumerated().map { Note(id: "n\($0.offset)\($0.element.replacingOccurrences(of: "\u{0}", with: ""))", text: $0.element) }
+            notes.append(Note(id: "huge", text: huge))
+            var changes = ChangeSet()
+            for note in notes { try changes.save(note) }
+            let version = try await store.commit(changes, message: "'; DELETE FROM arbor_refs; --\u{0}")
+            let reopened = Store(backend: try await PostgresBackend.open(.init(url: url)))
+            for note in notes { #expect(try await reopened.value(Note.self, id: note.id) == note) }
+            #expect(try await reopened.head()?.message == "'; DELETE FROM arbor_refs; --\u{0}")
+            #expect(try await reopened.head()?.id == version.id)
+
+            // Raw objects whose bytes are SQL and NUL, and a 1 MB object.
+            let raw = (hostile + [huge]).map { Array($0.utf8) } + [[0, 0, 0], [], Array(repeating: 0x27, count: 1 << 20)]
+            let objects = raw.map { (hash: Hash.of($0), bytes: $0) }
+            try await backend.put(objects)
+            let fetched = try await backend.get(objects.map(\.hash))
+            #expect(objects.allSatisfy { fetched[$0.hash] == $0.bytes })
+            // Ref names are restricted to letters, digits and ._-/; quotes and ; are refused.
+            #expect(try await backend.compareAndSwap(ref: "a.b-c_d/e", expected: nil, new: objects[0].hash))
+            await #expect(throws: ArborError.self) { try await backend.compareAndSwap(ref: "x'; DROP TABLE arbor_refs; --", expected: nil, new: objects[0].hash) }
+            #expect(try await backend.refs()["a.b-c_d/e"] == objects[0].hash)
+            try await store.close()
+            try await reopened.close()
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func droppedConnectionMidBatchLeavesNothingHalfDone() async throws {
+        try await withDatabase { url in
+            let backend = try await PostgresBackend.create(.init(url: url, maximumConnections: 1))
+            let killer = try PostgresSession(url: url)
+            var interrupted = 0
+            for attempt in 0..<3 where interrupted == 0 {
+                // 60,000 objects of 1 KB: six statements in one transaction.
+                let objects = (0..<60_000).map { index -> (hash: Hash, bytes: [UInt8]) in
+                    var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: index &* 31 &+ attempt), count: 1024)
+                    withUnsafeBytes(of: (UInt64(attempt) << 32 | UInt64(index)).bigEndian) { bytes.replaceSubrange(0..<8, with: $0) }
+                    return (Hash.of(bytes), bytes)
+                }
+                let done = Atomic<Bool>(false)
+                async let put: Void = {
+                    defer { done.store(true, ordering: .releasing) }
+                    try await backend.put(objects)
+                }()
+                // Terminate the backend's server process while it runs one of the batch's INSERTs.
+                var terminated = false
+                while !done.load(ordering: .acquiring) && !terminated {
+                    let rows = try killer.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE 'INSERT INTO arbor_objects%'")
+                    terminated = rows.count > 0
+                    if !terminated { try await _Concurrency.Task.sleep(for: .milliseconds(5)) }
+                }
+                do {
+                    try await put
+                } catch let error as ArborError {
+                    interrupted += 1
+                    #expect(error.code == .connection, "\(error)")
+                    #expect("\(error)".contains("SQLSTATE 57P01") || "\(error)".contains("lost the connection"), "\(error)")
+                    // The batch was one transaction: none of it is there. (Had the connection been
+                    // lost during COMMIT instead, all of it could be: never a part.)
+                    let count = try killer.execute("SELECT count(*) FROM arbor_objects").integer(0, 0)
+                    #expect(count == 0)
+                    #expect(try await backend.contains(objects.map(\.hash)).isEmpty)
+                }
+            }
+            #expect(interrupted == 1, "the batch always finished before it could be interrupted")
+            // The next call reconnects and works.
+            let small = (0..<10).map { BackendContractTests.object($0) }
+            try await backend.put(small)
+            #expect(try await backend.get(small.map(\.hash)).count == 10)
+            try await backend.close()
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func corruptObjectIsReportedNamingTheHash() async throws {
+        try await withDatabase { url in
+            let store = Store(backend: try await PostgresBackend.create(.init(url: url)))
+            let version = try await store.save(Person(id: "p", name: "x"))
+            let session = try PostgresSession(url: url)
+            let updated = try session.execute(
+                "UPDATE arbor_objects SET bytes = $1 WHERE hash = $2", [.bytes([0xA1, 0x01, 0x00]), .bytes(version.root.bytes)])
+            #expect(updated.affectedRows == 1)
+            let fresh = Store(backend: try await PostgresBackend.open(.init(url: url)))
+            await #expect { try await fresh.value(Person.self, id: "p") } throws: { error in
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains(version.root.hex)
+            }
+            try await store.close()
+            try await fresh.close()
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func enumerationPagesThroughEveryHash() async throws {
+        let (backend, cleanup) = try PostgresTestServer.makeBackend()
+        defer { cleanup() }
+        let objects = (0..<2_345).map { BackendContractTests.object($0) }
+        try await backend.put(objects)
+        var pages = [Int]()
+        var seen = Set<Hash>()
+        try await backend.enumerateHashes(batchSize: 1_000) { page in
+            pages.append(page.count)
+            seen.formUnion(page)
+        }
+        #expect(pages == [1_000, 1_000, 345])
+        #expect(seen == Set(objects.map(\.hash)))
+        try await backend.close()
+    }
+}
