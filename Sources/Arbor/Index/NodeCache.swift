@@ -48,10 +48,10 @@ final class NodeSource {
     let cache: NodeCache
     /// Nodes fetched from the backend (cache misses) during this operation.
     private(set) var nodesRead = 0
-    /// Nodes this operation created, by hash, not yet written.
-    private(set) var created: [Hash: (node: IndexNode, bytes: [UInt8])] = [:]
-    /// Nodes this operation has read: an operation never reads a node twice.
-    private var read: [Hash: IndexNode] = [:]
+    /// The bytes of the nodes this operation created, by hash, not yet written.
+    private(set) var created: [Hash: [UInt8]] = [:]
+    /// Every node this operation created or read: an operation never reads a node twice.
+    private var local: [Hash: IndexNode] = [:]
 
     init(backend: any Backend, cache: NodeCache) {
         self.backend = backend
@@ -59,10 +59,9 @@ final class NodeSource {
     }
 
     func node(_ hash: Hash) async throws -> IndexNode {
+        if let node = local[hash] { return node }
         if hash == Store.emptyRoot.hash { return .empty }
-        if let created = created[hash] { return created.node }
-        if let node = read[hash] { return node }
-        if let cached = cache.node(hash) { read[hash] = cached; return cached }
+        if let cached = cache.node(hash) { local[hash] = cached; return cached }
         return try await nodes([hash])[0]
     }
 
@@ -72,7 +71,7 @@ final class NodeSource {
         var missing = [Hash]()
         for hash in hashes where found[hash] == nil {
             if hash == Store.emptyRoot.hash { found[hash] = .empty; continue }
-            if let node = created[hash]?.node ?? read[hash] ?? cache.node(hash) { found[hash] = node } else { missing.append(hash) }
+            if let node = local[hash] ?? cache.node(hash) { found[hash] = node } else { missing.append(hash) }
         }
         if !missing.isEmpty {
             let fetched = try await ObjectFetch.verified(missing, from: backend)
@@ -83,7 +82,7 @@ final class NodeSource {
                     throw ArborError(.corruptObject, "index node \(hash) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
                 }
                 cache.insert(node, for: hash)
-                read[hash] = node
+                local[hash] = node
                 found[hash] = node
             }
         }
@@ -94,7 +93,8 @@ final class NodeSource {
     func create(_ node: IndexNode) -> Hash {
         let bytes = node.encoded()
         let hash = Hash.of(bytes)
-        created[hash] = (node, bytes)
+        created[hash] = bytes
+        local[hash] = node
         return hash
     }
 
@@ -104,14 +104,14 @@ final class NodeSource {
         var result = [(hash: Hash, bytes: [UInt8])]()
         var visited = Set<Hash>()
         func visit(_ hash: Hash) {
-            guard let (node, bytes) = created[hash], visited.insert(hash).inserted else { return }
+            guard let bytes = created[hash], let node = local[hash], visited.insert(hash).inserted else { return }
             if node.level > 0 {
                 for entry in node.entries { if case .node(let child, _) = entry.payload { visit(child) } }
             }
             result.append((hash, bytes))
+            cache.insert(node, for: hash)
         }
         visit(root)
-        for (hash, bytes) in result { cache.insert(created[hash]!.node, for: hash); _ = bytes }
         return result
     }
 }

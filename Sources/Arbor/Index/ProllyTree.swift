@@ -103,16 +103,37 @@ struct LevelCursor {
 
     /// Moves to the node at `level` that covers `key`: the first whose last key is at least `key`,
     /// or the level's last node.
+    ///
+    /// The path of the previous seek is reused down to the first branch where `key` takes a
+    /// different child, so sorted keys in one region fetch no node twice.
     mutating func seek(_ key: [UInt8]) async throws {
-        path.removeAll(keepingCapacity: true)
+        var depth = 0
         var current = root
         var currentHash = rootHash
         while current.level > level {
             let index = current.childIndex(covering: key)
-            path.append((current, index))
             guard case .node(let child, _) = current.entries[index].payload else { throw malformed() }
-            current = try await source.node(child)
+            if depth < path.count, path[depth].index == index, path[depth].node.level == current.level {
+                // Same branch and same child as before: the next node down is already known.
+                current = depth + 1 < path.count ? path[depth + 1].node : node
+            } else {
+                path.removeSubrange(depth...)
+                path.append((current, index))
+                current = try await source.node(child)
+                depth += 1
+                currentHash = child
+                // Below a changed branch nothing of the old path applies.
+                while current.level > level {
+                    let index = current.childIndex(covering: key)
+                    guard case .node(let child, _) = current.entries[index].payload else { throw malformed() }
+                    path.append((current, index))
+                    current = try await source.node(child)
+                    currentHash = child
+                }
+                break
+            }
             currentHash = child
+            depth += 1
         }
         node = current
         nodeHash = currentHash
