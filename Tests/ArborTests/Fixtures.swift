@@ -92,7 +92,7 @@ struct Everything: Storable, Equatable {
 
 /// The backends every store-level test runs on.
 enum AdapterKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case memory, json
+    case memory, json, sqlite, lmdb
     var testDescription: String { rawValue }
 }
 
@@ -104,6 +104,12 @@ func makeBackend(_ kind: AdapterKind) throws -> (backend: any Backend, cleanup: 
     case .json:
         let path = temporaryPath("json")
         return (try JSONBackend.create(.init(path: path, synchronous: false)), { removeItem(path) })
+    case .sqlite:
+        let path = temporaryPath("sqlite")
+        return (try SQLiteBackend.create(.init(path: path, synchronous: false)), { for suffix in ["", "-wal", "-shm"] { removeItem(path + suffix) } })
+    case .lmdb:
+        let path = temporaryPath("lmdb")
+        return (try LMDBBackend.create(.init(path: path, synchronous: false)), { removeItem(path) })
     }
 }
 
