@@ -2,7 +2,7 @@
 import PackageDescription
 
 // A separate package so that users of Arbor never fetch or build benchmark code.
-// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit] [--records N]
+// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit|phases|engines] [--records N] [--adapters sqlite,lmdb]
 let package = Package(
     name: "ArborBenchmarks",
     platforms: [.macOS(.v15)],
@@ -10,7 +10,10 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "arbor-benchmarks",
-            dependencies: [.product(name: "Arbor", package: "Arbor"), .product(name: "ArborJSON", package: "Arbor")],
+            dependencies: [
+                .product(name: "Arbor", package: "Arbor"), .product(name: "ArborJSON", package: "Arbor"),
+                .product(name: "ArborSQLite", package: "Arbor"), .product(name: "ArborLMDB", package: "Arbor"),
+            ],
             path: "Sources/ArborBenchmarks"
         )
     ],

@@ -141,7 +141,11 @@ public final class LMDBBackend: Backend {
             throw ArborError(.notFound, "no store at \(path): data.mdb is missing", backend: "lmdb", operation: "open")
         }
         return try openEnvironments.withLock { environments in
-            if let (environment, users) = environments[folder] {
+            // The same folder (also by another path) shares the open environment. An entry whose
+            // folder is gone and whose inode number was reused by this one is stale: not shared.
+            if let (environment, users) = environments[folder],
+                case .folder(folder) = LMDBEnvironment.kind(of: environment.path)
+            {
                 environments[folder] = (environment, users + 1)
                 return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
             }

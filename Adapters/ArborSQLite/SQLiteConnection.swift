@@ -127,7 +127,7 @@ final class SQLiteConnection: @unchecked Sendable {
 
     /// Runs `body` with the statement for `sql`, prepared on first use and kept; afterwards the
     /// statement is reset and its bindings cleared, whatever `body` did.
-    func withStatement<R>(_ sql: String, _ body: (borrowing SQLiteStatement) throws -> R) throws -> R {
+    func withStatement<R>(_ sql: String, _ body: (SQLiteStatement) throws -> R) throws -> R {
         let handle = try openHandle()
         let pointer: OpaquePointer
         if let cached = statements[sql] {
@@ -232,8 +232,10 @@ enum SQLiteFiles {
     }
 }
 
-/// A prepared statement borrowed for the duration of one ``SQLiteConnection/withStatement(_:_:)``.
-struct SQLiteStatement: ~Copyable {
+/// A prepared statement lent for the duration of one ``SQLiteConnection/withStatement(_:_:)``;
+/// never kept beyond it. (It was `~Copyable` to enforce that, but Swift 6.3 crashes compiling
+/// that in release builds: "Cannot initialize a nonCopyable type with a guaranteed value".)
+struct SQLiteStatement {
     let pointer: OpaquePointer
     let connection: SQLiteConnection
     let sql: String

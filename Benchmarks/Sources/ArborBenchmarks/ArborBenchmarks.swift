@@ -43,8 +43,11 @@ struct ArborBenchmarks {
                         print(String(format: "target: memory under 2 s per 100,000 records -> %@ (%.2f s per 100,000)", scaled < 2 ? "met" : "missed", scaled))
                         if let json = seconds["json"] { print(String(format: "json/memory ratio: %.1fx", json / memory)) }
                     }
+                case "engines":
+                    let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
+                    try await EngineBenchmark(records: records).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit")
+                    print("unknown benchmark \(suite); available: commit, phases, engines")
                     exit(2)
                 }
             }
