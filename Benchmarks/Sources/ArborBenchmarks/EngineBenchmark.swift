@@ -38,7 +38,8 @@ struct EngineBenchmark {
                 raw = try RawSQLite.run(path: folder + "/raw.sqlite", rows: records, reads: reads)
                 let path = folder + "/arbor.sqlite"
                 arbor = try await runArbor(try SQLiteBackend.create(.init(path: path)), label: engine) {
-                    EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"])
+                    print(String(format: "sqlite arbor files: database %.1f MB, WAL %.1f MB", Double(EngineBenchmark.size(of: [path])) / 1e6, Double(EngineBenchmark.size(of: [path + "-wal"])) / 1e6))
+                    return EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"])
                 }
             case "lmdb":
                 raw = try RawLMDB.run(path: folder + "/raw", rows: records, reads: reads)
@@ -85,6 +86,17 @@ struct EngineBenchmark {
             }
         }
         let read = (ContinuousClock.now - readStart).seconds
+        // What the core wrote, before the engine's own overhead: object count and bytes.
+        var objects = 0, objectBytes = 0, largest = 0
+        try await backend.enumerateHashes(batchSize: 10_000) { hashes in
+            for bytes in try await backend.get(hashes).values {
+                objects += 1
+                objectBytes += bytes.count
+                largest = max(largest, bytes.count)
+            }
+        }
+        print(String(format: "%-6@ arbor objects: %d, %.1f MB of object bytes (mean %d, largest %d bytes)",
+                     label, objects, Double(objectBytes) / 1e6, objectBytes / max(objects, 1), largest))
         try await store.close()
         return Figures(write: write, read: read, bytes: size())
     }
@@ -101,9 +113,16 @@ struct EngineBenchmark {
     }
 
     static func randomRows(_ count: Int) -> (keys: [[UInt8]], value: (Int) -> [UInt8]) {
-        var generator = SystemRandomNumberGenerator()
-        let keys = (0..<count).map { _ in (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) } }
-        let values = (0..<64).map { _ in (0..<100).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+        // A fast seeded generator: a byte at a time from the system generator is a syscall each.
+        var generator = FastRandom(state: UInt64(UInt32.random(in: 0...UInt32.max)))
+        func bytes(_ count: Int) -> [UInt8] {
+            var result = [UInt8]()
+            result.reserveCapacity(count + 8)
+            while result.count < count { withUnsafeBytes(of: generator.next()) { result.append(contentsOf: $0) } }
+            return Array(result.prefix(count))
+        }
+        let keys = (0..<count).map { _ in bytes(32) }
+        let values = (0..<64).map { _ in bytes(100) }
         return (keys, { values[$0 % values.count] })
     }
 }
@@ -223,5 +242,17 @@ enum RawLMDB {
         let read = (ContinuousClock.now - readStart).seconds
         guard total == reads * 100 else { throw ArborError(.engine, "raw lmdb: read \(total) bytes, not \(reads * 100)") }
         return .init(write: write, read: read, bytes: EngineBenchmark.size(ofFolder: path))
+    }
+}
+
+/// SplitMix64: fast, seeded, good enough for benchmark keys.
+struct FastRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
