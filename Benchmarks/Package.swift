@@ -2,7 +2,7 @@
 import PackageDescription
 
 // A separate package so that users of Arbor never fetch or build benchmark code.
-// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit|phases|postgres] [--records N]
+// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit|phases|engines|postgres] [--records N] [--adapters sqlite,lmdb]
 // The postgres suite needs ARBOR_BENCH_POSTGRES_URL (e.g. from scripts/postgres-fixture.sh start).
 let package = Package(
     name: "ArborBenchmarks",
@@ -14,6 +14,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Arbor", package: "Arbor"), .product(name: "ArborJSON", package: "Arbor"),
                 .product(name: "ArborPostgres", package: "Arbor"),
+                .product(name: "ArborSQLite", package: "Arbor"), .product(name: "ArborLMDB", package: "Arbor"),
             ],
             path: "Sources/ArborBenchmarks"
         )

@@ -1,6 +1,8 @@
 import Arbor
 import ArborJSON
+import ArborLMDB
 import ArborPostgres
+import ArborSQLite
 
 /// Opens (or, with `create`, creates) the backend of a store location: the one place that maps
 /// URL schemes to adapters, so that a new adapter is added here and nowhere else.
@@ -15,13 +17,15 @@ public func openBackend(_ location: StoreLocation, create: Bool) throws -> any B
     case .json(let path):
         let configuration = JSONBackend.Configuration(path: path)
         return create ? try JSONBackend.create(configuration) : try JSONBackend.open(configuration)
+    case .sqlite(let path):
+        let configuration = SQLiteBackend.Configuration(path: path)
+        return create ? try SQLiteBackend.create(configuration) : try SQLiteBackend.open(configuration)
+    case .lmdb(let path):
+        let configuration = LMDBBackend.Configuration(path: path)
+        return create ? try LMDBBackend.create(configuration) : try LMDBBackend.open(configuration)
     case .postgres(let connection):
         // Connects while opening (blocking this thread once); later calls run on the adapter's own queues.
         let configuration = PostgresBackend.Configuration(url: connection.url)
         return create ? try PostgresBackend.create(configuration) : try PostgresBackend.open(configuration)
-    case .sqlite, .lmdb:
-        throw ArborError(
-            .invalidInput,
-            "the \(location.scheme) adapter is not available in this build of arbor yet; use memory: or json:PATH")
     }
 }

@@ -92,12 +92,12 @@ struct Everything: Storable, Equatable {
 
 /// The backends every store-level test runs on.
 enum AdapterKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case memory, json, postgres
+    case memory, json, sqlite, lmdb, postgres
     var testDescription: String { rawValue }
 
     /// Every kind, with `postgres` only when a test server is configured or under CI=true
     /// (where its tests then fail instead of being skipped).
-    static var allCases: [AdapterKind] { [.memory, .json] + (PostgresTestServer.isEnabled ? [.postgres] : []) }
+    static var allCases: [AdapterKind] { [.memory, .json, .sqlite, .lmdb] + (PostgresTestServer.isEnabled ? [.postgres] : []) }
 }
 
 /// A fresh, empty backend of `kind` and a cleanup that removes whatever it created.
@@ -108,6 +108,12 @@ func makeBackend(_ kind: AdapterKind) throws -> (backend: any Backend, cleanup: 
     case .json:
         let path = temporaryPath("json")
         return (try JSONBackend.create(.init(path: path, synchronous: false)), { removeItem(path) })
+    case .sqlite:
+        let path = temporaryPath("sqlite")
+        return (try SQLiteBackend.create(.init(path: path, synchronous: false)), { for suffix in ["", "-wal", "-shm"] { removeItem(path + suffix) } })
+    case .lmdb:
+        let path = temporaryPath("lmdb")
+        return (try LMDBBackend.create(.init(path: path, synchronous: false)), { removeItem(path) })
     case .postgres:
         return try PostgresTestServer.makeBackend()
     }

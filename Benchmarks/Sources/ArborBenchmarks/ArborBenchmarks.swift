@@ -49,8 +49,11 @@ struct ArborBenchmarks {
                         exit(2)
                     }
                     try await PostgresBenchmark(records: records).run(url: url)
+                case "engines":
+                    let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
+                    try await EngineBenchmark(records: records).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, postgres")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, postgres")
                     exit(2)
                 }
             }

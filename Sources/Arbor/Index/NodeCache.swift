@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// A bounded cache of decoded index nodes, shared by every operation of a store.
@@ -96,6 +97,30 @@ final class NodeSource {
         created[hash] = bytes
         local[hash] = node
         return hash
+    }
+
+    /// Records many new nodes at once, encoding and hashing them on every core: a large commit
+    /// creates thousands, and this is pure CPU work. Returns their hashes in order.
+    func create(_ nodes: [IndexNode]) -> [Hash] {
+        guard nodes.count >= 64 else { return nodes.map { create($0) } }
+        let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
+        var results = [(hash: Hash, bytes: [UInt8])](repeating: (Store.emptyRoot.hash, []), count: nodes.count)
+        results.withUnsafeMutableBufferPointer { buffer in
+            // Each index is written by exactly one worker (worker, worker + workers, ...), and the
+            // buffer outlives concurrentPerform, which returns only when every worker is done.
+            nonisolated(unsafe) let output = buffer
+            DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                for index in stride(from: worker, to: nodes.count, by: workers) {
+                    let bytes = nodes[index].encoded()
+                    output[index] = (Hash.of(bytes), bytes)
+                }
+            }
+        }
+        for (node, result) in zip(nodes, results) {
+            created[result.hash] = result.bytes
+            local[result.hash] = node
+        }
+        return results.map(\.hash)
     }
 
     /// The new nodes reachable from `root`, children first, ready to be written.

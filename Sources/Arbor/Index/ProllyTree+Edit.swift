@@ -63,6 +63,7 @@ extension ProllyTree {
     /// order), minus no-ops: a node rewritten identically changes nothing above it.
     private static func parentEdits(removed: [(lastKey: [UInt8]?, hash: Hash)], added: [IndexNode], source: NodeSource) -> [IndexEdit] {
         let old = removed.compactMap { node in node.lastKey.map { (key: $0, hash: node.hash) } }
+        let hashes = source.create(added)
         var edits = [IndexEdit]()
         edits.reserveCapacity(old.count + added.count)
         var i = 0
@@ -75,7 +76,7 @@ extension ProllyTree {
                 continue
             }
             let node = added[j]
-            let hash = source.create(node)
+            let hash = hashes[j]
             if order > 0 || old[i].hash != hash {
                 edits.append(IndexEdit(key: node.lastKey!, payload: .node(hash, count: node.recordCount)))
             }

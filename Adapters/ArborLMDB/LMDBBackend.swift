@@ -1,0 +1,342 @@
+import Arbor
+import Synchronization
+
+/// A store in an LMDB environment (a folder holding `data.mdb` and `lock.mdb`), shareable by
+/// several processes.
+///
+/// Named databases: `meta` (`format` = `arbor-lmdb-store`, `version` = `1`), `objects`
+/// (32-byte hash → bytes) and `refs` (name → 32-byte hash).
+///
+/// Every batch call is one transaction: a batch `put` is one write transaction (all or
+/// nothing), a batch `get` one read snapshot. A ref changes only by compare-and-swap inside one
+/// write transaction; LMDB admits one writer at a time across all processes (its lock file), so
+/// the read of the old value and the write of the new one cannot interleave with another
+/// writer's, and a crash leaves the old or the new value.
+///
+/// The memory map starts at ``Configuration/initialMapSize`` and doubles whenever a write finds
+/// it full (`MDB_MAP_FULL`: the transaction is aborted, the map grown and the batch written
+/// again), up to ``Configuration/maximumMapSize``. A process that finds the map grown by another
+/// (`MDB_MAP_RESIZED`) adopts the new size and retries.
+///
+/// Calls block the calling thread while LMDB works: reads take microseconds; a writer may wait
+/// for another process's write transaction. Backends of one process that open the same folder
+/// share one environment, as LMDB requires.
+public final class LMDBBackend: Backend {
+    /// Where the store lives and how its memory map grows.
+    public struct Configuration: Sendable {
+        /// The environment's folder.
+        public var path: String
+        /// `true` (default): every commit is flushed to disk before it returns. `false`
+        /// (`MDB_NOSYNC`): still safe against a crash of the process; a power loss may lose the
+        /// last commits.
+        public var synchronous: Bool
+        /// The size of the memory map when the environment is opened, in bytes. It grows as needed.
+        public var initialMapSize: Int
+        /// The largest the map may grow to, in bytes.
+        public var maximumMapSize: Int
+
+        public init(path: String, synchronous: Bool = true, initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40) {
+            self.path = path
+            self.synchronous = synchronous
+            self.initialMapSize = initialMapSize
+            self.maximumMapSize = maximumMapSize
+        }
+    }
+
+    static let formatName = "arbor-lmdb-store"
+    static let formatVersion = 1
+
+    /// The environments open in this process, by folder identity, with how many backends use each.
+    private static let openEnvironments = Mutex<[LMDBEnvironment.FolderID: (environment: LMDBEnvironment, users: Int)]>([:])
+
+    public let engineName = "lmdb"
+    public let configuration: Configuration
+    private let environment: LMDBEnvironment
+    private let folder: LMDBEnvironment.FolderID
+    private let isClosed = Atomic<Bool>(false)
+
+    private init(configuration: Configuration, environment: LMDBEnvironment, folder: LMDBEnvironment.FolderID) {
+        self.configuration = configuration
+        self.environment = environment
+        self.folder = folder
+    }
+
+    deinit { release() }
+
+    /// The current size of the memory map, in bytes.
+    ///
+    /// - Complexity: O(1).
+    public var mapSize: Int { environment.mapSize }
+
+    /// Creates a new, empty store: in a new folder (its parent must exist) or an empty one.
+    /// Throws ``ArborError/Code/alreadyExists`` if the folder holds anything (it is left
+    /// untouched), ``ArborError/Code/notFound`` if the parent folder does not exist and
+    /// ``ArborError/Code/permissionDenied`` if it cannot be written. Nothing is left behind on failure.
+    ///
+    /// - Complexity: O(1).
+    public static func create(_ configuration: Configuration) throws -> LMDBBackend {
+        let path = configuration.path
+        var madeFolder = false
+        switch LMDBEnvironment.kind(of: path) {
+        case .other:
+            throw ArborError(.alreadyExists, "\(path) exists and is not a folder; it was left untouched", backend: "lmdb", operation: "create")
+        case .folder:
+            if LMDBEnvironment.fileExists(path + "/data.mdb") {
+                throw ArborError(.alreadyExists, "a store (or another LMDB environment) already exists at \(path); it was left untouched", backend: "lmdb", operation: "create")
+            }
+            guard LMDBEnvironment.isEmptyFolder(path) else {
+                throw ArborError(.alreadyExists, "\(path) exists and is not an empty folder; it was left untouched", backend: "lmdb", operation: "create")
+            }
+        case .missing:
+            try LMDBEnvironment.makeFolder(path)
+            madeFolder = true
+        }
+        guard case .folder(let folder) = LMDBEnvironment.kind(of: path) else {
+            throw ArborError(.notFound, "\(path) disappeared while the store was being created", backend: "lmdb", operation: "create")
+        }
+        return try openEnvironments.withLock { environments in
+            do {
+                let environment = try LMDBEnvironment.open(
+                    path: path, create: true, mapSize: configuration.initialMapSize,
+                    maximumMapSize: configuration.maximumMapSize, synchronous: configuration.synchronous
+                ) { txn, meta in
+                    // Inside the creating write transaction: a racing creator that got here first wins.
+                    if try txn.get(meta, Array("format".utf8)) != nil {
+                        throw ArborError(.alreadyExists, "a store already exists at \(path); it was left untouched", backend: "lmdb", operation: "create")
+                    }
+                    try txn.put(meta, Array("format".utf8), Array(formatName.utf8), overwrite: true)
+                    try txn.put(meta, Array("version".utf8), Array(String(formatVersion).utf8), overwrite: true)
+                }
+                environments[folder] = (environment, 1)
+                return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
+            } catch let error as ArborError {
+                if error.code != .alreadyExists {
+                    LMDBEnvironment.removeFile(path + "/data.mdb")
+                    LMDBEnvironment.removeFile(path + "/lock.mdb")
+                    if madeFolder { LMDBEnvironment.removeFolder(path) }
+                }
+                throw error
+            }
+        }
+    }
+
+    /// Opens an existing store. Throws ``ArborError/Code/notFound`` if the folder or its
+    /// `data.mdb` does not exist, and ``ArborError/Code/unsupportedFormat`` if it is not an LMDB
+    /// environment, is the environment of another program, or was written by a newer version
+    /// of Arbor.
+    ///
+    /// - Complexity: O(1).
+    public static func open(_ configuration: Configuration) throws -> LMDBBackend {
+        let path = configuration.path
+        let folder: LMDBEnvironment.FolderID
+        switch LMDBEnvironment.kind(of: path) {
+        case .missing:
+            throw ArborError(.notFound, "no store at \(path): the folder does not exist", backend: "lmdb", operation: "open")
+        case .other:
+            throw ArborError(.unsupportedFormat, "\(path) is not a folder, so not an Arbor LMDB store", backend: "lmdb", operation: "open")
+        case .folder(let id):
+            folder = id
+        }
+        guard LMDBEnvironment.fileExists(path + "/data.mdb") else {
+            throw ArborError(.notFound, "no store at \(path): data.mdb is missing", backend: "lmdb", operation: "open")
+        }
+        return try openEnvironments.withLock { environments in
+            // The same folder (also by another path) shares the open environment. An entry whose
+            // folder is gone and whose inode number was reused by this one is stale: not shared.
+            if let (environment, users) = environments[folder],
+                case .folder(folder) = LMDBEnvironment.kind(of: environment.path)
+            {
+                environments[folder] = (environment, users + 1)
+                return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
+            }
+            let lockFile = path + "/lock.mdb"
+            let hadLockFile = LMDBEnvironment.fileExists(lockFile)
+            do {
+                let environment = try LMDBEnvironment.open(
+                    path: path, create: false, mapSize: configuration.initialMapSize,
+                    maximumMapSize: configuration.maximumMapSize, synchronous: configuration.synchronous
+                ) { txn, meta in
+                    let format = try txn.get(meta, Array("format".utf8)).map { String(decoding: $0, as: UTF8.self) }
+                    guard format == formatName else {
+                        throw ArborError(.unsupportedFormat, "\(path) is an LMDB environment, but not an Arbor store (its format is \(String(reflecting: format ?? "missing")))", backend: "lmdb", operation: "open")
+                    }
+                    let version = try txn.get(meta, Array("version".utf8)).map { String(decoding: $0, as: UTF8.self) }
+                    guard version == String(formatVersion) else {
+                        throw ArborError(.unsupportedFormat, "\(path) has store format version \(version ?? "?"); this Arbor reads version \(formatVersion)", backend: "lmdb", operation: "open")
+                    }
+                }
+                environments[folder] = (environment, 1)
+                return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
+            } catch var error as ArborError {
+                // Do not leave a lock file in a folder that turned out not to be ours.
+                if !hadLockFile { LMDBEnvironment.removeFile(lockFile) }
+                if error.code == .unsupportedFormat && !error.message.contains(path) {
+                    error.message = "\(path) is not an Arbor LMDB store: \(error.message)"
+                }
+                throw error
+            }
+        }
+    }
+
+    /// Gives this backend's share of the environment back; the last user closes it.
+    private func release() {
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let folder = folder
+        let environment = environment
+        LMDBBackend.openEnvironments.withLock { environments in
+            guard let entry = environments[folder], entry.environment === environment else { return }
+            if entry.users > 1 {
+                environments[folder] = (environment, entry.users - 1)
+            } else {
+                environments[folder] = nil
+                environment.close()
+            }
+        }
+    }
+
+    private func checkOpen(_ operation: String) throws {
+        if isClosed.load(ordering: .acquiring) {
+            throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation)
+        }
+    }
+
+    private static func key(_ hash: Hash) -> [UInt8] {
+        var key = [UInt8]()
+        key.reserveCapacity(Hash.byteCount)
+        hash.append(to: &key)
+        return key
+    }
+
+    private func hash(_ bytes: [UInt8], _ what: String, _ operation: String) throws -> Hash {
+        guard let hash = Hash(bytes: bytes) else {
+            throw ArborError(.corruptObject, "\(configuration.path): \(what) holds \(bytes.count) bytes, not a hash", backend: engineName, operation: operation)
+        }
+        return hash
+    }
+
+    // MARK: Objects
+
+    /// The objects among `hashes` that the store holds, read in one read transaction.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
+    public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try checkOpen("get")
+        let objects = environment.objects
+        return try environment.read("get") { txn in
+            var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
+            for hash in hashes where result[hash] == nil {
+                if let bytes = try txn.get(objects, LMDBBackend.key(hash)) { result[hash] = bytes }
+            }
+            return result
+        }
+    }
+
+    /// The subset of `hashes` that the store holds.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
+    public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
+        try checkOpen("contains")
+        let objects = environment.objects
+        return try environment.read("contains") { txn in
+            var result = Set<Hash>()
+            for hash in hashes where !result.contains(hash) {
+                if try txn.get(objects, LMDBBackend.key(hash)) != nil { result.insert(hash) }
+            }
+            return result
+        }
+    }
+
+    /// Stores objects in one write transaction; existing objects are kept (`MDB_NOOVERWRITE`).
+    /// Grows the map and writes the batch again if it does not fit.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
+    public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try checkOpen("put")
+        guard !objects.isEmpty else { return }
+        // In key order, each insertion lands next to the previous one in the B+tree.
+        let sorted = objects.sorted { $0.hash < $1.hash }
+        let database = environment.objects
+        try environment.write("put") { txn in
+            for object in sorted {
+                try txn.put(database, LMDBBackend.key(object.hash), object.bytes, overwrite: false)
+            }
+        }
+    }
+
+    /// Every object hash, in hash order, in batches of at most `batchSize`; each batch is read in
+    /// its own read transaction and `body` runs outside it.
+    ///
+    /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
+    public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        let limit = max(batchSize, 1)
+        var after: [UInt8]? = nil
+        let objects = environment.objects
+        while true {
+            try checkOpen("enumerate")
+            let keys = try environment.read("enumerate") { [after] txn in
+                try txn.scan(objects, after: after, limit: limit).map(\.key)
+            }
+            if keys.isEmpty { return }
+            try await body(try keys.map { try hash($0, "the objects database has a key that", "enumerate") })
+            if keys.count < limit { return }
+            after = keys.last
+        }
+    }
+
+    /// Removes objects (for garbage collection only), in one write transaction.
+    ///
+    /// - Complexity: O(*k* log *n*).
+    public func delete(_ hashes: [Hash]) async throws {
+        try checkOpen("delete")
+        let objects = environment.objects
+        try environment.write("delete") { txn in
+            for hash in hashes { try txn.delete(objects, LMDBBackend.key(hash)) }
+        }
+    }
+
+    // MARK: Refs
+
+    /// The current value of every ref.
+    ///
+    /// - Complexity: O(*r*) for *r* refs.
+    public func refs() async throws -> [String: Hash] {
+        try checkOpen("refs")
+        let refs = environment.refs
+        let entries = try environment.read("refs") { txn in try txn.scan(refs, after: nil, limit: .max) }
+        var result = [String: Hash]()
+        for (key, value) in entries {
+            let name = String(decoding: key, as: UTF8.self)
+            result[name] = try hash(value, "ref \(String(reflecting: name))", "refs")
+        }
+        return result
+    }
+
+    /// Sets ref `name` to `new` (removes it for `nil`) if it is still `expected`, inside one
+    /// write transaction, atomically across processes.
+    ///
+    /// - Complexity: O(log *r*).
+    public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        try RefName.validate(name, backend: engineName)
+        try checkOpen("compareAndSwap")
+        let refs = environment.refs
+        let key = Array(name.utf8)
+        return try environment.write("compareAndSwap") { txn in
+            let current = try txn.get(refs, key).map { try hash($0, "ref \(String(reflecting: name))", "compareAndSwap") }
+            guard current == expected else { return false }
+            if let new {
+                try txn.put(refs, key, LMDBBackend.key(new), overwrite: true)
+            } else {
+                try txn.delete(refs, key)
+            }
+            return true
+        }
+    }
+
+    /// Releases this backend's share of the environment (closing it if no other backend of this
+    /// process uses it). Further calls throw ``ArborError/Code/closed``; closing twice is harmless.
+    ///
+    /// - Complexity: O(1), after in-flight transactions finish.
+    public func close() async throws {
+        release()
+    }
+}

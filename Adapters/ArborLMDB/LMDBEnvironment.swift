@@ -1,0 +1,465 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Arbor
+import CLMDB
+import Synchronization
+
+// The raw LMDB (and libc) calls of the adapter. Nothing else in ArborLMDB touches `mdb_*`:
+// every failure leaves this file as an `ArborError` naming the engine, the C call, the
+// environment's folder and `mdb_strerror`'s message.
+
+/// A failed LMDB call, before it becomes an ``ArborError`` (the write loop looks at the code
+/// to grow the map and retry).
+struct LMDBFailure: Error {
+    let call: String
+    let code: Int32
+
+    var message: String { String(cString: mdb_strerror(code)) }
+
+    func arborError(path: String) -> ArborError {
+        let kind: ArborError.Code =
+            switch code {
+            case MDB_INVALID, MDB_VERSION_MISMATCH, MDB_INCOMPATIBLE: .unsupportedFormat
+            case MDB_CORRUPTED, MDB_PAGE_NOTFOUND: .corruptObject
+            case ENOENT, ENOTDIR: .notFound
+            case EACCES, EPERM, EROFS: .permissionDenied
+            case EIO, ENOSPC, MDB_MAP_FULL: .io
+            default: .engine
+            }
+        return ArborError(kind, "\(call) on \(path) failed: \(message) (code \(code))", backend: "lmdb")
+    }
+}
+
+@inline(__always)
+private func check(_ call: String, _ code: Int32) throws(LMDBFailure) {
+    if code != 0 { throw LMDBFailure(call: call, code: code) }
+}
+
+/// A reader-writer lock (`pthread_rwlock_t`): many holders of the shared side, or one of the
+/// exclusive side.
+///
+/// `@unchecked Sendable`: the lock lives at a fixed heap address for the object's lifetime and
+/// pthread read-write locks are made to be used from any thread.
+final class ReadWriteLock: @unchecked Sendable {
+    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
+
+    init() {
+        lock = .allocate(capacity: 1)
+        lock.initialize(to: pthread_rwlock_t())
+        pthread_rwlock_init(lock, nil)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(lock)
+        lock.deinitialize(count: 1)
+        lock.deallocate()
+    }
+
+    func withShared<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_rwlock_rdlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        return try body()
+    }
+
+    func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_rwlock_wrlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        return try body()
+    }
+}
+
+/// One open LMDB environment (`MDB_env*`) with the Arbor databases, shared by every
+/// ``LMDBBackend`` of this process that opened the same folder (LMDB forbids opening one
+/// environment twice in a process: closing the second would drop the first's file locks).
+///
+/// Concurrency (why `@unchecked Sendable` is safe):
+/// - `env` is only read under `lock` (shared side) and only changed (map resize, close) under its
+///   exclusive side, so no transaction is ever active in this process while the map is remapped,
+///   as `mdb_env_set_mapsize` requires.
+/// - Every transaction, read or write, runs inside one synchronous closure on one thread, holding
+///   the shared side. The environment is opened `MDB_NOTLS`, so read transactions are not tied to
+///   thread-local reader slots and Swift tasks may hop threads between calls.
+/// - Writers of this process take turns through `writer` (LMDB's own lock file makes writers of
+///   other processes wait too); a writer that must grow the map holds `writer`, so growth and
+///   the retry happen without a second writer in between.
+/// - The database handles (`MDB_dbi`) are opened once, before the object is shared, and never change.
+final class LMDBEnvironment: @unchecked Sendable {
+    let path: String
+    private var env: OpaquePointer?
+    private let lock = ReadWriteLock()
+    private let writer = Mutex(())
+    private let maximumMapSize: Int
+    private(set) var objects: MDB_dbi = 0
+    private(set) var refs: MDB_dbi = 0
+    private(set) var meta: MDB_dbi = 0
+
+    private init(path: String, env: OpaquePointer, maximumMapSize: Int) {
+        self.path = path
+        self.env = env
+        self.maximumMapSize = maximumMapSize
+    }
+
+    deinit { if let env { mdb_env_close(env) } }
+
+    // MARK: Files
+
+    /// The identity of a folder (device and inode), or `nil` if it does not exist.
+    struct FolderID: Hashable, Sendable {
+        let device: UInt64
+        let inode: UInt64
+    }
+
+    enum PathKind { case missing, folder(FolderID), other }
+
+    static func kind(of path: String) -> PathKind {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return .missing }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else { return .other }
+        return .folder(FolderID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+    }
+
+    static func fileExists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0
+    }
+
+    /// The names in a folder, without `.` and `..` (empty if it cannot be read).
+    static func isEmptyFolder(_ path: String) -> Bool {
+        guard let directory = opendir(path) else { return false }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { return false }
+        }
+        return true
+    }
+
+    /// Creates the store's folder (mode 0700). Its parent must exist.
+    static func makeFolder(_ path: String) throws {
+        guard mkdir(path, 0o700) == 0 else {
+            let code = errno
+            let reason = String(cString: strerror(code))
+            switch code {
+            case ENOENT, ENOTDIR:
+                throw ArborError(.notFound, "cannot create \(path): its parent folder does not exist (\(reason))", backend: "lmdb", operation: "create")
+            case EACCES, EPERM, EROFS:
+                throw ArborError(.permissionDenied, "cannot create \(path): \(reason)", backend: "lmdb", operation: "create")
+            case EEXIST:
+                throw ArborError(.alreadyExists, "\(path) already exists; it was left untouched", backend: "lmdb", operation: "create")
+            default:
+                throw ArborError(.io, "cannot create \(path): \(reason)", backend: "lmdb", operation: "create")
+            }
+        }
+    }
+
+    static func removeFile(_ path: String) { unlink(path) }
+    static func removeFolder(_ path: String) { rmdir(path) }
+
+    // MARK: Opening and closing
+
+    /// Opens (with `create`, creates) the environment in the folder `path`, which must exist,
+    /// and the `meta`, `objects` and `refs` databases. `check` reads the format marker in
+    /// a read transaction (open) or writes it in the creating write transaction (create).
+    static func open(
+        path: String, create: Bool, mapSize: Int, maximumMapSize: Int, synchronous: Bool,
+        marker: (LMDBTransaction, MDB_dbi) throws -> Void
+    ) throws -> LMDBEnvironment {
+        var handle: OpaquePointer?
+        do {
+            try check("mdb_env_create", mdb_env_create(&handle))
+        } catch {
+            throw error.arborError(path: path)
+        }
+        guard let handle else {
+            throw ArborError(.engine, "mdb_env_create returned no environment", backend: "lmdb")
+        }
+        do {
+            try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(handle, 8))
+            try check("mdb_env_set_mapsize", mdb_env_set_mapsize(handle, roundedToPages(mapSize)))
+            let flags = UInt32(MDB_NOTLS) | (synchronous ? 0 : UInt32(MDB_NOSYNC))
+            try check("mdb_env_open", mdb_env_open(handle, path, flags, 0o600))
+            // Free the reader slots of processes that died inside a read transaction.
+            var dead: Int32 = 0
+            try check("mdb_reader_check", mdb_reader_check(handle, &dead))
+        } catch {
+            mdb_env_close(handle)
+            throw error.arborError(path: path)
+        }
+        let environment = LMDBEnvironment(path: path, env: handle, maximumMapSize: maximumMapSize)
+        // On failure from here on, `environment`'s deinit closes the handle.
+        if create {
+            try environment.write("create") { txn in
+                let meta = try txn.openDatabase("meta", create: true)
+                try marker(txn, meta)
+                environment.meta = meta
+                environment.objects = try txn.openDatabase("objects", create: true)
+                environment.refs = try txn.openDatabase("refs", create: true)
+            }
+        } else {
+            try environment.read("open") { txn in
+                let meta: MDB_dbi
+                do { meta = try txn.openDatabase("meta", create: false) } catch let failure as LMDBFailure where failure.code == MDB_NOTFOUND || failure.code == MDB_INCOMPATIBLE {
+                    throw ArborError(.unsupportedFormat, "\(path) is an LMDB environment, but not an Arbor store (it has no meta database)", backend: "lmdb", operation: "open")
+                }
+                try marker(txn, meta)
+                environment.meta = meta
+                do {
+                    environment.objects = try txn.openDatabase("objects", create: false)
+                    environment.refs = try txn.openDatabase("refs", create: false)
+                } catch let failure as LMDBFailure where failure.code == MDB_NOTFOUND {
+                    throw ArborError(.corruptObject, "\(path) has an Arbor marker but lacks its objects or refs database", backend: "lmdb", operation: "open")
+                }
+                // Committing (not aborting) the read transaction keeps the database handles.
+                try txn.commitReadOnly()
+            }
+        }
+        return environment
+    }
+
+    private static func roundedToPages(_ size: Int) -> Int {
+        let page = 4096
+        return max(page * 16, (size + page - 1) / page * page)
+    }
+
+    /// Closes the environment once no transaction of this process is active. Harmless twice.
+    func close() {
+        lock.withExclusive {
+            if let env { mdb_env_close(env) }
+            env = nil
+        }
+    }
+
+    /// The current size of the memory map, in bytes.
+    var mapSize: Int {
+        lock.withShared {
+            guard let env else { return 0 }
+            var info = MDB_envinfo()
+            mdb_env_info(env, &info)
+            return info.me_mapsize
+        }
+    }
+
+    // MARK: Transactions
+
+    private enum Attempt<R> {
+        case done(R)
+        case mapFull(Int)
+        case resized
+    }
+
+    private func closedError(_ operation: String) -> ArborError {
+        ArborError(.closed, "the store is closed", backend: "lmdb", operation: operation)
+    }
+
+    private func locate(_ error: any Error, _ operation: String) -> any Error {
+        var arborError: ArborError
+        if let failure = error as? LMDBFailure {
+            arborError = failure.arborError(path: path)
+        } else if let error = error as? ArborError {
+            arborError = error
+        } else {
+            return error
+        }
+        if arborError.operation == nil { arborError.operation = operation }
+        if arborError.backend == nil { arborError.backend = "lmdb" }
+        return arborError
+    }
+
+    /// Runs `body` in a read transaction (one snapshot), aborted afterwards unless `body` commits it.
+    func read<R>(_ operation: String, _ body: (LMDBTransaction) throws -> R) throws -> R {
+        do {
+            while true {
+                let attempt: Attempt<R> = try lock.withShared {
+                    guard let env else { throw closedError(operation) }
+                    var txn: OpaquePointer?
+                    let code = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+                    if code == MDB_MAP_RESIZED { return .resized }
+                    try check("mdb_txn_begin", code)
+                    guard let txn else { throw LMDBFailure(call: "mdb_txn_begin", code: EINVAL) }
+                    let transaction = LMDBTransaction(txn: txn)
+                    defer { if !transaction.isFinished { mdb_txn_abort(txn) } }
+                    return .done(try body(transaction))
+                }
+                switch attempt {
+                case .done(let value): return value
+                case .resized, .mapFull: try adoptMapSize(operation)
+                }
+            }
+        } catch {
+            throw locate(error, operation)
+        }
+    }
+
+    /// Runs `body` in one write transaction and commits it. When the map is full, the transaction
+    /// is aborted, the map doubled and `body` run again in a new transaction; when another process
+    /// has grown the map, this process adopts the new size and retries.
+    func write<R: Sendable>(_ operation: String, _ body: (LMDBTransaction) throws -> R) throws -> R {
+        do {
+            return try writer.withLock { _ in
+                var attempts = 0
+                while true {
+                    attempts += 1
+                    let attempt: Attempt<R> = try lock.withShared {
+                        guard let env else { throw closedError(operation) }
+                        var info = MDB_envinfo()
+                        mdb_env_info(env, &info)
+                        var txn: OpaquePointer?
+                        let code = mdb_txn_begin(env, nil, 0, &txn)
+                        if code == MDB_MAP_RESIZED { return .resized }
+                        try check("mdb_txn_begin", code)
+                        guard let txn else { throw LMDBFailure(call: "mdb_txn_begin", code: EINVAL) }
+                        let transaction = LMDBTransaction(txn: txn)
+                        do {
+                            let value = try body(transaction)
+                            transaction.isFinished = true
+                            // mdb_txn_commit frees the transaction whether or not it succeeds.
+                            let commit = mdb_txn_commit(txn)
+                            if commit == MDB_MAP_FULL { return .mapFull(info.me_mapsize) }
+                            try check("mdb_txn_commit", commit)
+                            return .done(value)
+                        } catch let failure as LMDBFailure where failure.code == MDB_MAP_FULL {
+                            if !transaction.isFinished { mdb_txn_abort(txn) }
+                            return .mapFull(info.me_mapsize)
+                        } catch {
+                            if !transaction.isFinished { mdb_txn_abort(txn) }
+                            throw error
+                        }
+                    }
+                    switch attempt {
+                    case .done(let value): return value
+                    case .resized: try adoptMapSize(operation)
+                    case .mapFull(let size):
+                        guard attempts < 64 else { throw LMDBFailure(call: "mdb_put", code: MDB_MAP_FULL) }
+                        try growMap(from: size, operation)
+                    }
+                }
+            }
+        } catch {
+            throw locate(error, operation)
+        }
+    }
+
+    /// Another process grew the map: take over its size (`mdb_env_set_mapsize(env, 0)`).
+    private func adoptMapSize(_ operation: String) throws {
+        try lock.withExclusive {
+            guard let env else { throw closedError(operation) }
+            try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, 0))
+        }
+    }
+
+    /// Doubles the map (up to the maximum), unless it has grown since it was found full at `size`.
+    private func growMap(from size: Int, _ operation: String) throws {
+        try lock.withExclusive {
+            guard let env else { throw closedError(operation) }
+            var info = MDB_envinfo()
+            mdb_env_info(env, &info)
+            guard info.me_mapsize <= size else { return }
+            guard size < maximumMapSize else {
+                throw ArborError(.io, "the LMDB map of \(path) is full at its maximum size of \(maximumMapSize) bytes; raise maximumMapSize", backend: "lmdb", operation: operation)
+            }
+            let grown = min(max(size * 2, 1 << 20), maximumMapSize)
+            try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, grown))
+        }
+    }
+}
+
+/// One transaction, valid only inside the closure it was handed to.
+final class LMDBTransaction {
+    let txn: OpaquePointer
+    var isFinished = false
+
+    init(txn: OpaquePointer) { self.txn = txn }
+
+    func openDatabase(_ name: String, create: Bool) throws(LMDBFailure) -> MDB_dbi {
+        var dbi: MDB_dbi = 0
+        try check("mdb_dbi_open(\(name))", mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi))
+        return dbi
+    }
+
+    /// Commits a read-only transaction (which keeps the database handles it opened).
+    func commitReadOnly() throws(LMDBFailure) {
+        isFinished = true
+        try check("mdb_txn_commit", mdb_txn_commit(txn))
+    }
+
+    /// A copy of the value at `key`, or `nil`.
+    func get(_ dbi: MDB_dbi, _ key: [UInt8]) throws(LMDBFailure) -> [UInt8]? {
+        var data = MDB_val()
+        let code = key.withUnsafeBytes { buffer in
+            var keyValue = MDB_val(mv_size: buffer.count, mv_data: UnsafeMutableRawPointer(mutating: buffer.baseAddress))
+            return mdb_get(txn, dbi, &keyValue, &data)
+        }
+        if code == MDB_NOTFOUND { return nil }
+        try check("mdb_get", code)
+        return LMDBTransaction.bytes(data)
+    }
+
+    /// Stores `value` at `key`; with `overwrite` false an existing value is kept. Returns whether
+    /// it was written.
+    @discardableResult
+    func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8], overwrite: Bool) throws(LMDBFailure) -> Bool {
+        let code = key.withUnsafeBytes { keyBuffer in
+            value.withUnsafeBytes { valueBuffer in
+                var keyValue = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
+                var dataValue = MDB_val(mv_size: valueBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: valueBuffer.baseAddress))
+                return mdb_put(txn, dbi, &keyValue, &dataValue, overwrite ? 0 : UInt32(MDB_NOOVERWRITE))
+            }
+        }
+        if code == MDB_KEYEXIST && !overwrite { return false }
+        try check("mdb_put", code)
+        return true
+    }
+
+    /// Removes `key`; a missing key is fine.
+    func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws(LMDBFailure) {
+        let code = key.withUnsafeBytes { buffer in
+            var keyValue = MDB_val(mv_size: buffer.count, mv_data: UnsafeMutableRawPointer(mutating: buffer.baseAddress))
+            return mdb_del(txn, dbi, &keyValue, nil)
+        }
+        if code == MDB_NOTFOUND { return }
+        try check("mdb_del", code)
+    }
+
+    /// Up to `limit` entries in key order, starting after `after` (from the first without it).
+    func scan(_ dbi: MDB_dbi, after: [UInt8]?, limit: Int) throws(LMDBFailure) -> [(key: [UInt8], value: [UInt8])] {
+        var cursor: OpaquePointer?
+        try check("mdb_cursor_open", mdb_cursor_open(txn, dbi, &cursor))
+        guard let cursor else { throw LMDBFailure(call: "mdb_cursor_open", code: EINVAL) }
+        defer { mdb_cursor_close(cursor) }
+        var result = [(key: [UInt8], value: [UInt8])]()
+        var key = MDB_val()
+        var data = MDB_val()
+        var code: Int32
+        var start = after ?? []
+        if after != nil {
+            code = start.withUnsafeMutableBytes { buffer in
+                key = MDB_val(mv_size: buffer.count, mv_data: buffer.baseAddress)
+                return mdb_cursor_get(cursor, &key, &data, MDB_SET_RANGE)
+            }
+            if code == 0 && LMDBTransaction.bytes(key) == start {
+                code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
+            }
+        } else {
+            code = mdb_cursor_get(cursor, &key, &data, MDB_FIRST)
+        }
+        start = []
+        while code == 0 && result.count < limit {
+            result.append((LMDBTransaction.bytes(key), LMDBTransaction.bytes(data)))
+            code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
+        }
+        if code != 0 && code != MDB_NOTFOUND { try check("mdb_cursor_get", code) }
+        return result
+    }
+
+    private static func bytes(_ value: MDB_val) -> [UInt8] {
+        guard value.mv_size > 0, let base = value.mv_data else { return [] }
+        return [UInt8](UnsafeRawBufferPointer(start: base, count: value.mv_size))
+    }
+}

@@ -1,0 +1,362 @@
+import Arbor
+import Synchronization
+
+/// A store in one SQLite database file, shareable by several processes.
+///
+/// ```
+/// CREATE TABLE arbor_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+///     -- ('format', 'arbor-sqlite-store'), ('version', '1')
+/// CREATE TABLE objects (hash BLOB PRIMARY KEY, bytes BLOB NOT NULL) WITHOUT ROWID;
+/// CREATE TABLE refs (name TEXT PRIMARY KEY, hash BLOB NOT NULL) WITHOUT ROWID;
+/// ```
+///
+/// The database runs in WAL mode, so readers never wait for the writer; writers (also in other
+/// processes) take turns through SQLite's own locks, waiting up to ``Configuration/busyTimeout``.
+/// Every batch call is one transaction: a batch `put` is all-or-nothing, a batch `get` reads
+/// one snapshot. A ref changes only by compare-and-swap inside one `BEGIN IMMEDIATE`
+/// transaction, which holds the database's write lock from the read of the old value to the
+/// commit of the new one, so the swap is atomic across processes and survives a crash whole.
+///
+/// Concurrency in this process: the one connection lives in a `Mutex`, so exactly one task uses
+/// it at a time (it is opened `SQLITE_OPEN_NOMUTEX`, SQLite's multi-thread mode, which allows a
+/// connection to move between threads as long as no two use it at once). Calls block the calling
+/// thread while SQLite works: local SQLite calls take microseconds to milliseconds, and only a
+/// writer waiting for another process's write lock can block longer (up to the busy timeout).
+/// No `@unchecked Sendable` is needed: `Mutex` is `Sendable` whatever it holds.
+public final class SQLiteBackend: Backend {
+    /// Where the store lives and how it trades durability for speed.
+    public struct Configuration: Sendable {
+        /// The database file.
+        public var path: String
+        /// `true` (default): `PRAGMA synchronous = FULL`, every commit is on disk when it returns.
+        /// `false`: `NORMAL`, still safe against a crash of the process; a power loss may lose the
+        /// last commits (never damage the database).
+        public var synchronous: Bool
+        /// How long a writer waits for another connection's lock before failing, in milliseconds.
+        public var busyTimeout: Int
+
+        public init(path: String, synchronous: Bool = true, busyTimeout: Int = 10_000) {
+            self.path = path
+            self.synchronous = synchronous
+            self.busyTimeout = busyTimeout
+        }
+    }
+
+    static let formatName = "arbor-sqlite-store"
+    static let formatVersion = 1
+
+    public let engineName = "sqlite"
+    public let configuration: Configuration
+    /// The connection, or `nil` once the store is closed.
+    private let connection: Mutex<SQLiteConnection?>
+
+    private init(configuration: Configuration, connection: sending SQLiteConnection) {
+        self.configuration = configuration
+        self.connection = Mutex(connection)
+    }
+
+    /// Creates a new, empty store in a new database file. Throws
+    /// ``ArborError/Code/alreadyExists`` if anything exists at the path (it is left untouched),
+    /// ``ArborError/Code/notFound`` if the folder does not exist and
+    /// ``ArborError/Code/permissionDenied`` if it cannot be written. Nothing is left behind on failure.
+    ///
+    /// - Complexity: O(1).
+    public static func create(_ configuration: Configuration) throws -> SQLiteBackend {
+        let path = configuration.path
+        try SQLiteFiles.createExclusively(path)
+        do {
+            let connection = try SQLiteConnection.connect(path: path, operation: "create")
+            do {
+                try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
+                try connection.withStatement("PRAGMA journal_mode = WAL") { statement in
+                    guard try statement.step(), statement.text(0)?.lowercased() == "wal" else {
+                        throw ArborError(.engine, "\(path): SQLite refused to switch to WAL mode", backend: "sqlite", operation: "create")
+                    }
+                }
+                try configure(connection, configuration)
+                // One transaction: the file is a store with its marker, or an empty database.
+                try connection.transaction(immediate: true) {
+                    try connection.execute("""
+                        CREATE TABLE arbor_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+                        CREATE TABLE objects (hash BLOB PRIMARY KEY, bytes BLOB NOT NULL) WITHOUT ROWID;
+                        CREATE TABLE refs (name TEXT PRIMARY KEY, hash BLOB NOT NULL) WITHOUT ROWID;
+                        """)
+                    for (key, value) in [("format", formatName), ("version", String(formatVersion))] {
+                        try connection.withStatement("INSERT INTO arbor_meta (key, value) VALUES (?1, ?2)") { statement in
+                            try statement.bind(key, at: 1)
+                            try statement.bind(value, at: 2)
+                            try statement.run()
+                        }
+                    }
+                }
+            } catch {
+                try? connection.close()
+                throw error
+            }
+            return SQLiteBackend(configuration: configuration, connection: connection)
+        } catch var error as ArborError {
+            SQLiteFiles.remove(path)
+            if error.operation == nil { error.operation = "create" }
+            throw error
+        }
+    }
+
+    /// Opens an existing store. Throws ``ArborError/Code/notFound`` if there is no file at the
+    /// path, and ``ArborError/Code/unsupportedFormat`` if the file is not a SQLite database, is
+    /// the database of another program, or was written by a newer version of Arbor.
+    ///
+    /// - Complexity: O(1).
+    public static func open(_ configuration: Configuration) throws -> SQLiteBackend {
+        let path = configuration.path
+        let kind = SQLiteFiles.kind(path)
+        guard kind.exists else {
+            throw ArborError(.notFound, "no store at \(path): the file does not exist", backend: "sqlite", operation: "open")
+        }
+        guard kind.isRegularFile else {
+            throw ArborError(.unsupportedFormat, "\(path) is not a file, so not an Arbor SQLite store", backend: "sqlite", operation: "open")
+        }
+        let connection = try SQLiteConnection.connect(path: path, operation: "open")
+        do {
+            try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
+            try checkFormat(connection, path: path)
+            // WAL mode is a property of the file, set by create; asking again is a no-op.
+            try connection.execute("PRAGMA journal_mode = WAL")
+            try configure(connection, configuration)
+        } catch var error as ArborError {
+            try? connection.close()
+            if error.operation == nil { error.operation = "open" }
+            throw error
+        }
+        return SQLiteBackend(configuration: configuration, connection: connection)
+    }
+
+    private static func configure(_ connection: SQLiteConnection, _ configuration: Configuration) throws {
+        try connection.execute(configuration.synchronous ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+    }
+
+    /// Reads the marker without writing anything, so a foreign database is never modified.
+    private static func checkFormat(_ connection: SQLiteConnection, path: String) throws {
+        let hasMarker: Bool
+        do {
+            hasMarker = try connection.withStatement("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'arbor_meta'") { statement in
+                try statement.step() && statement.integer(0) == 1
+            }
+        } catch let error as ArborError where error.code == .unsupportedFormat {
+            throw ArborError(.unsupportedFormat, "\(path) is not an Arbor store: it is not a SQLite database", backend: "sqlite", operation: "open", underlying: error)
+        }
+        guard hasMarker else {
+            throw ArborError(.unsupportedFormat, "\(path) is a SQLite database, but not an Arbor store (it has no arbor_meta table)", backend: "sqlite", operation: "open")
+        }
+        var meta = [String: String]()
+        try connection.withStatement("SELECT key, value FROM arbor_meta") { statement in
+            while try statement.step() { meta[statement.text(0) ?? ""] = statement.text(1) }
+        }
+        guard meta["format"] == formatName else {
+            throw ArborError(.unsupportedFormat, "\(path) is not an Arbor SQLite store (its format is \(String(reflecting: meta["format"] ?? "missing")))", backend: "sqlite", operation: "open")
+        }
+        guard let version = meta["version"].flatMap({ Int($0) }), version == formatVersion else {
+            throw ArborError(.unsupportedFormat, "\(path) has store format version \(meta["version"] ?? "?"); this Arbor reads version \(formatVersion)", backend: "sqlite", operation: "open")
+        }
+    }
+
+    /// Runs `body` with the open connection, holding the mutex; fills in the operation of errors.
+    private func withConnection<R>(_ operation: String, _ body: (SQLiteConnection) throws -> R) throws -> R {
+        do {
+            return try connection.withLock { connection in
+                guard let connection else {
+                    throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation)
+                }
+                return try body(connection)
+            }
+        } catch var error as ArborError {
+            if error.operation == nil { error.operation = operation }
+            if error.backend == nil { error.backend = engineName }
+            throw error
+        }
+    }
+
+    // MARK: Objects
+
+    /// The objects among `hashes` that the store holds, read in one transaction (one snapshot).
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
+    public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try withConnection("get") { db in
+            try db.transaction(immediate: false) {
+                var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
+                try db.withStatement("SELECT bytes FROM objects WHERE hash = ?1") { statement in
+                    for hash in hashes where result[hash] == nil {
+                        try statement.bind(hash, at: 1)
+                        if try statement.step() { result[hash] = statement.bytes(0) }
+                        statement.reset()
+                    }
+                }
+                return result
+            }
+        }
+    }
+
+    /// The subset of `hashes` that the store holds.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
+    public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
+        try withConnection("contains") { db in
+            try db.transaction(immediate: false) {
+                var result = Set<Hash>()
+                try db.withStatement("SELECT 1 FROM objects WHERE hash = ?1") { statement in
+                    for hash in hashes where !result.contains(hash) {
+                        try statement.bind(hash, at: 1)
+                        if try statement.step() { result.insert(hash) }
+                        statement.reset()
+                    }
+                }
+                return result
+            }
+        }
+    }
+
+    /// Stores objects in one write transaction (`INSERT OR IGNORE`: existing objects stay as they are).
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
+    public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        guard !objects.isEmpty else { return try withConnection("put") { _ in } }
+        // Inserting in key order keeps the B-tree's pages hot.
+        let sorted = objects.sorted { $0.hash < $1.hash }
+        try withConnection("put") { db in
+            try db.transaction(immediate: true) {
+                try db.withStatement("INSERT OR IGNORE INTO objects (hash, bytes) VALUES (?1, ?2)") { statement in
+                    for object in sorted {
+                        try statement.bind(object.hash, at: 1)
+                        try statement.bind(object.bytes, at: 2)
+                        try statement.run()
+                        statement.reset()
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every object hash, in hash order, in batches of at most `batchSize`. Each batch is read
+    /// in its own short transaction and `body` runs without the connection held, so `body` may
+    /// use the backend (to delete, for instance).
+    ///
+    /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
+    public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        let limit = max(batchSize, 1)
+        var after: Hash? = nil
+        while true {
+            let batch: [Hash] = try withConnection("enumerate") { db in
+                var batch = [Hash]()
+                let sql = after == nil
+                    ? "SELECT hash FROM objects ORDER BY hash LIMIT ?2"
+                    : "SELECT hash FROM objects WHERE hash > ?1 ORDER BY hash LIMIT ?2"
+                try db.withStatement(sql) { statement in
+                    if let after { try statement.bind(after, at: 1) }
+                    try statement.bind(limit, at: 2)
+                    while try statement.step() {
+                        let bytes = statement.bytes(0)
+                        guard let hash = Hash(bytes: bytes) else {
+                            throw ArborError(.corruptObject, "\(configuration.path): the objects table holds a key of \(bytes.count) bytes, not a hash", backend: engineName, operation: "enumerate")
+                        }
+                        batch.append(hash)
+                    }
+                }
+                return batch
+            }
+            if batch.isEmpty { return }
+            try await body(batch)
+            if batch.count < limit { return }
+            after = batch.last
+        }
+    }
+
+    /// Removes objects (for garbage collection only), in one write transaction.
+    ///
+    /// - Complexity: O(*k* log *n*).
+    public func delete(_ hashes: [Hash]) async throws {
+        try withConnection("delete") { db in
+            try db.transaction(immediate: true) {
+                try db.withStatement("DELETE FROM objects WHERE hash = ?1") { statement in
+                    for hash in hashes {
+                        try statement.bind(hash, at: 1)
+                        try statement.run()
+                        statement.reset()
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Refs
+
+    /// The current value of every ref.
+    ///
+    /// - Complexity: O(*r*) for *r* refs.
+    public func refs() async throws -> [String: Hash] {
+        try withConnection("refs") { db in
+            var result = [String: Hash]()
+            try db.withStatement("SELECT name, hash FROM refs") { statement in
+                while try statement.step() {
+                    let name = statement.text(0) ?? ""
+                    let bytes = statement.bytes(1)
+                    guard let hash = Hash(bytes: bytes) else {
+                        throw ArborError(.corruptObject, "\(configuration.path): ref \(String(reflecting: name)) holds \(bytes.count) bytes, not a hash", backend: engineName, operation: "refs")
+                    }
+                    result[name] = hash
+                }
+            }
+            return result
+        }
+    }
+
+    /// Sets ref `name` to `new` (removes it for `nil`) if it is still `expected`, inside one
+    /// `BEGIN IMMEDIATE` transaction, atomically across processes.
+    ///
+    /// - Complexity: O(log *r*).
+    public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        try RefName.validate(name, backend: engineName)
+        return try withConnection("compareAndSwap") { db in
+            try db.transaction(immediate: true) {
+                let current: Hash? = try db.withStatement("SELECT hash FROM refs WHERE name = ?1") { statement in
+                    try statement.bind(name, at: 1)
+                    guard try statement.step() else { return nil }
+                    let bytes = statement.bytes(0)
+                    guard let hash = Hash(bytes: bytes) else {
+                        throw ArborError(.corruptObject, "\(configuration.path): ref \(String(reflecting: name)) holds \(bytes.count) bytes, not a hash", backend: engineName, operation: "compareAndSwap")
+                    }
+                    return hash
+                }
+                guard current == expected else { return false }
+                if let new {
+                    try db.withStatement("INSERT INTO refs (name, hash) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET hash = excluded.hash") { statement in
+                        try statement.bind(name, at: 1)
+                        try statement.bind(new, at: 2)
+                        try statement.run()
+                    }
+                } else {
+                    try db.withStatement("DELETE FROM refs WHERE name = ?1") { statement in
+                        try statement.bind(name, at: 1)
+                        try statement.run()
+                    }
+                }
+                return true
+            }
+        }
+    }
+
+    /// Closes the connection (finalizing its statements). Further calls throw
+    /// ``ArborError/Code/closed``; closing twice is harmless.
+    ///
+    /// - Complexity: O(1).
+    public func close() async throws {
+        do {
+            try connection.withLock { connection in
+                defer { connection = nil }
+                try connection?.close()
+            }
+        } catch var error as ArborError {
+            error.operation = "close"
+            throw error
+        }
+    }
+}

@@ -1,0 +1,258 @@
+import Arbor
+import ArborLMDB
+import ArborSQLite
+import CLMDB
+import CSQLite
+import Foundation
+
+/// Arbor on SQLite and LMDB against the raw engine, side by side in one run:
+/// (a) the floor: `records` rows of a 32-byte random key and a 100-byte value written in one
+///     transaction (prepared insert / one write txn), then `reads` random point reads;
+/// (b) Arbor: `records` records of ~100 bytes committed through `Store` in commits of `batch`,
+///     then `reads` random point reads at the head through `store.record(_:)`.
+/// Prints seconds, the Arbor/raw ratios, and the on-disk size of both stores (sum of file sizes).
+///
+/// Both sides use the adapters' default durability (SQLite WAL with `synchronous = FULL`, LMDB
+/// with sync on commit), so the raw floor pays one flush and Arbor one per transaction.
+struct EngineBenchmark {
+    var records: Int
+    var batch: Int = 10_000
+    var reads: Int = 100_000
+
+    struct Figures {
+        var write: Double
+        var read: Double
+        var bytes: Int
+    }
+
+    func run(engines: [String]) async throws {
+        print("engines: \(records) records, commits of \(batch), \(reads) random point reads")
+        for engine in engines {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-engines-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let raw: Figures
+            let arbor: Figures
+            switch engine {
+            case "sqlite":
+                raw = try RawSQLite.run(path: folder + "/raw.sqlite", rows: records, reads: reads)
+                let path = folder + "/arbor.sqlite"
+                arbor = try await runArbor(try SQLiteBackend.create(.init(path: path)), label: engine) {
+                    print(String(format: "sqlite arbor files: database %.1f MB, WAL %.1f MB", Double(EngineBenchmark.size(of: [path])) / 1e6, Double(EngineBenchmark.size(of: [path + "-wal"])) / 1e6))
+                    return EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"])
+                }
+            case "lmdb":
+                raw = try RawLMDB.run(path: folder + "/raw", rows: records, reads: reads)
+                let path = folder + "/arbor"
+                arbor = try await runArbor(try LMDBBackend.create(.init(path: path)), label: engine) {
+                    EngineBenchmark.size(ofFolder: path)
+                }
+            default:
+                print("unknown engine \(engine); available: sqlite, lmdb")
+                continue
+            }
+            print(String(format: "%-6@ raw   bulk write %9.3f s   %6d point reads %8.3f s   on disk %8.1f MB",
+                         engine, raw.write, reads, raw.read, Double(raw.bytes) / 1e6))
+            print(String(format: "%-6@ arbor commit     %9.3f s   %6d point reads %8.3f s   on disk %8.1f MB",
+                         engine, arbor.write, reads, arbor.read, Double(arbor.bytes) / 1e6))
+            print(String(format: "%-6@ arbor/raw: write %.2fx (target 1.5x)  reads %.2fx (target 2x)  size %.2fx (target 2x)",
+                         engine, arbor.write / raw.write, arbor.read / raw.read, Double(arbor.bytes) / Double(raw.bytes)))
+        }
+    }
+
+    private func runArbor(_ backend: any Backend, label: String, size: () -> Int) async throws -> Figures {
+        let items = CommitBenchmark.items(records)
+        let store = Store(backend: backend, configuration: .init(replica: "bench"))
+        let start = ContinuousClock.now
+        var committed = 0
+        while committed < items.count {
+            var changes = ChangeSet()
+            for item in items[committed..<min(committed + batch, items.count)] { try changes.save(item) }
+            try await store.commit(changes, message: "batch \(committed / batch)")
+            committed += batch
+        }
+        let write = (ContinuousClock.now - start).seconds
+        guard let head = try await store.head(), head.recordCount == UInt64(records) else {
+            throw ArborError(.engine, "benchmark check failed: the head does not hold \(records) records")
+        }
+        // Reads through a fresh Store, so the node cache starts cold as after opening a store.
+        let reader = Store(backend: backend, configuration: .init(replica: "bench"))
+        var generator = SystemRandomNumberGenerator()
+        let keys = (0..<reads).map { _ in RecordKey(type: BenchmarkItem.typeName, id: items[Int.random(in: 0..<items.count, using: &generator)].id) }
+        let readStart = ContinuousClock.now
+        for key in keys {
+            guard try await reader.record(key, at: head.id) != nil else {
+                throw ArborError(.engine, "benchmark check failed: \(key) is missing")
+            }
+        }
+        let read = (ContinuousClock.now - readStart).seconds
+        // What the core wrote, before the engine's own overhead: object count and bytes.
+        var objects = 0, objectBytes = 0, largest = 0
+        try await backend.enumerateHashes(batchSize: 10_000) { hashes in
+            for bytes in try await backend.get(hashes).values {
+                objects += 1
+                objectBytes += bytes.count
+                largest = max(largest, bytes.count)
+            }
+        }
+        print(String(format: "%-6@ arbor objects: %d, %.1f MB of object bytes (mean %d, largest %d bytes)",
+                     label, objects, Double(objectBytes) / 1e6, objectBytes / max(objects, 1), largest))
+        try await store.close()
+        return Figures(write: write, read: read, bytes: size())
+    }
+
+    static func size(of files: [String]) -> Int {
+        files.reduce(0) { total, file in
+            total + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.intValue ?? 0)
+        }
+    }
+
+    static func size(ofFolder folder: String) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return size(of: names.map { folder + "/" + $0 })
+    }
+
+    static func randomRows(_ count: Int) -> (keys: [[UInt8]], value: (Int) -> [UInt8]) {
+        // A fast seeded generator: a byte at a time from the system generator is a syscall each.
+        var generator = FastRandom(state: UInt64(UInt32.random(in: 0...UInt32.max)))
+        func bytes(_ count: Int) -> [UInt8] {
+            var result = [UInt8]()
+            result.reserveCapacity(count + 8)
+            while result.count < count { withUnsafeBytes(of: generator.next()) { result.append(contentsOf: $0) } }
+            return Array(result.prefix(count))
+        }
+        let keys = (0..<count).map { _ in bytes(32) }
+        let values = (0..<64).map { _ in bytes(100) }
+        return (keys, { values[$0 % values.count] })
+    }
+}
+
+/// The raw SQLite floor: the same table shape Arbor uses (a `WITHOUT ROWID` table keyed by a
+/// 32-byte blob), WAL, one transaction, one prepared insert; reads with one prepared select.
+enum RawSQLite {
+    static func run(path: String, rows: Int, reads: Int) throws -> EngineBenchmark.Figures {
+        var handle: OpaquePointer?
+        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let db = handle else {
+            throw ArborError(.engine, "raw sqlite: cannot open \(path)")
+        }
+        defer { sqlite3_close_v2(db) }
+        func exec(_ sql: String) throws {
+            guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+                throw ArborError(.engine, "raw sqlite: \(sql): \(String(cString: sqlite3_errmsg(db)))")
+            }
+        }
+        func prepare(_ sql: String) throws -> OpaquePointer {
+            var statement: OpaquePointer?
+            guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+                throw ArborError(.engine, "raw sqlite: \(sql): \(String(cString: sqlite3_errmsg(db)))")
+            }
+            return statement
+        }
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL")
+        try exec("CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
+        let (keys, value) = EngineBenchmark.randomRows(rows)
+
+        let insert = try prepare("INSERT INTO kv (key, value) VALUES (?1, ?2)")
+        defer { sqlite3_finalize(insert) }
+        let start = ContinuousClock.now
+        try exec("BEGIN IMMEDIATE")
+        for (index, key) in keys.enumerated() {
+            let row = value(index)
+            _ = key.withUnsafeBytes { sqlite3_bind_blob(insert, 1, $0.baseAddress, 32, transient) }
+            _ = row.withUnsafeBytes { sqlite3_bind_blob(insert, 2, $0.baseAddress, Int32($0.count), transient) }
+            guard sqlite3_step(insert) == SQLITE_DONE else { throw ArborError(.engine, "raw sqlite insert: \(String(cString: sqlite3_errmsg(db)))") }
+            sqlite3_reset(insert)
+        }
+        try exec("COMMIT")
+        let write = (ContinuousClock.now - start).seconds
+
+        let select = try prepare("SELECT value FROM kv WHERE key = ?1")
+        defer { sqlite3_finalize(select) }
+        var generator = SystemRandomNumberGenerator()
+        let picks = (0..<reads).map { _ in keys[Int.random(in: 0..<keys.count, using: &generator)] }
+        let readStart = ContinuousClock.now
+        var total = 0
+        for key in picks {
+            _ = key.withUnsafeBytes { sqlite3_bind_blob(select, 1, $0.baseAddress, 32, transient) }
+            guard sqlite3_step(select) == SQLITE_ROW else { throw ArborError(.engine, "raw sqlite: a key is missing") }
+            // Copy the value out, as Arbor does.
+            let count = Int(sqlite3_column_bytes(select, 0))
+            if let base = sqlite3_column_blob(select, 0) { total += [UInt8](UnsafeRawBufferPointer(start: base, count: count)).count }
+            sqlite3_reset(select)
+        }
+        let read = (ContinuousClock.now - readStart).seconds
+        guard total == reads * 100 else { throw ArborError(.engine, "raw sqlite: read \(total) bytes, not \(reads * 100)") }
+        return .init(write: write, read: read, bytes: EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"]))
+    }
+}
+
+/// The raw LMDB floor: one environment, one write transaction, `mdb_put` per row; one read
+/// transaction per point read (as Arbor's backend does per batch).
+enum RawLMDB {
+    static func run(path: String, rows: Int, reads: Int) throws -> EngineBenchmark.Figures {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        func check(_ call: String, _ code: Int32) throws {
+            if code != 0 { throw ArborError(.engine, "raw lmdb: \(call): \(String(cString: mdb_strerror(code)))") }
+        }
+        var handle: OpaquePointer?
+        try check("mdb_env_create", mdb_env_create(&handle))
+        guard let env = handle else { throw ArborError(.engine, "raw lmdb: no environment") }
+        defer { mdb_env_close(env) }
+        try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(env, 4))
+        try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, max(1 << 30, rows * 400)))
+        try check("mdb_env_open", mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600))
+        let (keys, value) = EngineBenchmark.randomRows(rows)
+
+        let start = ContinuousClock.now
+        var txn: OpaquePointer?
+        try check("mdb_txn_begin", mdb_txn_begin(env, nil, 0, &txn))
+        var dbi: MDB_dbi = 0
+        try check("mdb_dbi_open", mdb_dbi_open(txn, "kv", UInt32(MDB_CREATE), &dbi))
+        for (index, key) in keys.enumerated() {
+            let row = value(index)
+            let code = key.withUnsafeBytes { k in
+                row.withUnsafeBytes { v in
+                    var keyValue = MDB_val(mv_size: 32, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
+                    var dataValue = MDB_val(mv_size: v.count, mv_data: UnsafeMutableRawPointer(mutating: v.baseAddress))
+                    return mdb_put(txn, dbi, &keyValue, &dataValue, 0)
+                }
+            }
+            try check("mdb_put", code)
+        }
+        try check("mdb_txn_commit", mdb_txn_commit(txn))
+        let write = (ContinuousClock.now - start).seconds
+
+        var generator = SystemRandomNumberGenerator()
+        let picks = (0..<reads).map { _ in keys[Int.random(in: 0..<keys.count, using: &generator)] }
+        let readStart = ContinuousClock.now
+        var total = 0
+        for key in picks {
+            var read: OpaquePointer?
+            try check("mdb_txn_begin", mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &read))
+            var data = MDB_val()
+            let code = key.withUnsafeBytes { k in
+                var keyValue = MDB_val(mv_size: 32, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
+                return mdb_get(read, dbi, &keyValue, &data)
+            }
+            if code == 0, let base = data.mv_data { total += [UInt8](UnsafeRawBufferPointer(start: base, count: data.mv_size)).count }
+            mdb_txn_abort(read)
+            try check("mdb_get", code)
+        }
+        let read = (ContinuousClock.now - readStart).seconds
+        guard total == reads * 100 else { throw ArborError(.engine, "raw lmdb: read \(total) bytes, not \(reads * 100)") }
+        return .init(write: write, read: read, bytes: EngineBenchmark.size(ofFolder: path))
+    }
+}
+
+/// SplitMix64: fast, seeded, good enough for benchmark keys.
+struct FastRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,210 @@
+import ArborLMDB
+import CLMDB
+import Foundation
+import Testing
+@testable import Arbor
+
+/// Puts `value` at `key` in the named database `database` (`nil`: the main one) of the LMDB
+/// environment at `path`, with raw LMDB calls, as another program (or a saboteur) would. The
+/// environment must not be open in this process (LMDB forbids opening one twice).
+func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8]) throws {
+    var env: OpaquePointer?
+    guard mdb_env_create(&env) == 0, let env else { throw ArborError(.engine, "mdb_env_create failed") }
+    defer { mdb_env_close(env) }
+    mdb_env_set_maxdbs(env, 8)
+    mdb_env_set_mapsize(env, 16 << 20)
+    var code = mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600)
+    guard code == 0 else { throw ArborError(.engine, "mdb_env_open: \(String(cString: mdb_strerror(code)))") }
+    var txn: OpaquePointer?
+    code = mdb_txn_begin(env, nil, 0, &txn)
+    guard code == 0, let txn else { throw ArborError(.engine, "mdb_txn_begin: \(String(cString: mdb_strerror(code)))") }
+    var dbi: MDB_dbi = 0
+    code = mdb_dbi_open(txn, database, UInt32(MDB_CREATE), &dbi)
+    guard code == 0 else {
+        mdb_txn_abort(txn)
+        throw ArborError(.engine, "mdb_dbi_open: \(String(cString: mdb_strerror(code)))")
+    }
+    var keyBytes = key
+    var valueBytes = value
+    code = keyBytes.withUnsafeMutableBytes { k in
+        valueBytes.withUnsafeMutableBytes { v in
+            var keyValue = MDB_val(mv_size: k.count, mv_data: k.baseAddress)
+            var dataValue = MDB_val(mv_size: v.count, mv_data: v.baseAddress)
+            return mdb_put(txn, dbi, &keyValue, &dataValue, 0)
+        }
+    }
+    guard code == 0 else {
+        mdb_txn_abort(txn)
+        throw ArborError(.engine, "mdb_put: \(String(cString: mdb_strerror(code)))")
+    }
+    code = mdb_txn_commit(txn)
+    guard code == 0 else { throw ArborError(.engine, "mdb_txn_commit: \(String(cString: mdb_strerror(code)))") }
+}
+
+/// The LMDB adapter: a folder with LMDB's files, that refuses what is not its own, reports
+/// damage and grows its map instead of failing.
+@Suite struct LMDBBackendTests {
+    func withPath(_ body: (String) async throws -> Void) async throws {
+        let path = temporaryPath("lmdb-store")
+        defer { removeItem(path) }
+        try await body(path)
+    }
+
+    func fresh(_ path: String) throws -> Store {
+        Store(backend: try LMDBBackend.open(.init(path: path)), configuration: .init(nodeCacheCapacity: 0))
+    }
+
+    @Test func createAndReopen() async throws {
+        try await withPath { path in
+            let store = Store(backend: try LMDBBackend.create(.init(path: path)))
+            let version = try await store.save(Task(id: "t", title: "hello", done: false))
+            try await store.close()
+            let reopened = try fresh(path)
+            #expect(try await reopened.head()?.id == version.id)
+            #expect(try await reopened.value(Task.self, id: "t")?.title == "hello")
+            try await reopened.close()
+            await #expect { try await reopened.heads() } throws: { ($0 as? ArborError)?.code == .closed }
+        }
+    }
+
+    @Test func twoBackendsOnOneFolderShareTheEnvironment() async throws {
+        try await withPath { path in
+            let first = try LMDBBackend.create(.init(path: path))
+            let second = try LMDBBackend.open(.init(path: path))
+            #expect(try await first.compareAndSwap(ref: "heads", expected: nil, new: Hash.of([1])))
+            #expect(try await second.ref("heads") == Hash.of([1]))
+            try await first.close()
+            // The environment stays open for the second backend.
+            #expect(try await second.ref("heads") == Hash.of([1]))
+            await #expect { try await first.refs() } throws: { ($0 as? ArborError)?.code == .closed }
+            try await second.close()
+        }
+    }
+
+    @Test func createOnAnExistingStoreLeavesItIntact() async throws {
+        try await withPath { path in
+            let store = Store(backend: try LMDBBackend.create(.init(path: path)))
+            let version = try await store.save(Task(id: "t", title: "kept", done: true))
+            #expect { try LMDBBackend.create(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .alreadyExists && "\(error)".contains(path)
+            }
+            try await store.close()
+            let reopened = try fresh(path)
+            #expect(try await reopened.head()?.id == version.id)
+            #expect(try await reopened.value(Task.self, id: "t")?.title == "kept")
+            try await reopened.close()
+        }
+    }
+
+    @Test func missingAndUnwritableFolders() throws {
+        let missing = "/nonexistent-\(UUID())/store"
+        #expect { try LMDBBackend.create(.init(path: missing)) } throws: { error in
+            (error as? ArborError)?.code == .notFound && "\(error)".contains(missing) && (error as? ArborError)?.backend == "lmdb"
+        }
+        #expect(!FileManager.default.fileExists(atPath: missing))
+        #expect { try LMDBBackend.open(.init(path: missing)) } throws: { ($0 as? ArborError)?.code == .notFound }
+
+        let (folder, cleanup) = try unwritableFolder()
+        defer { cleanup() }
+        let path = folder + "/store"
+        #expect { try LMDBBackend.create(.init(path: path)) } throws: { error in
+            let code = (error as? ArborError)?.code
+            return (code == .permissionDenied || code == .notFound) && "\(error)".contains(path)
+        }
+        #expect(!FileManager.default.fileExists(atPath: path), "a failed create leaves nothing behind")
+
+        // An empty folder is no store.
+        let empty = temporaryPath("lmdb-empty")
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: false)
+        defer { removeItem(empty) }
+        #expect { try LMDBBackend.open(.init(path: empty)) } throws: { ($0 as? ArborError)?.code == .notFound }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: empty).isEmpty)
+    }
+
+    @Test func foldersOfOtherKindsAreRefused() async throws {
+        try await withPath { path in
+            // Random bytes where data.mdb should be: not an LMDB environment.
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            try randomBytes(16384).write(to: URL(fileURLWithPath: path + "/data.mdb"))
+            #expect { try LMDBBackend.open(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains(path)
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")) == randomBytes(16384), "the file is left as it was")
+            #expect(!FileManager.default.fileExists(atPath: path + "/lock.mdb"), "no lock file is left behind")
+            #expect { try LMDBBackend.create(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+            removeItem(path)
+
+            // An LMDB environment of another program: a plain main database, then a named one.
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            try rawLMDBPut(path, database: nil, key: Array("meta".utf8), value: Array("not a database".utf8))
+            #expect { try LMDBBackend.open(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("not an Arbor store")
+            }
+            removeItem(path)
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            try rawLMDBPut(path, database: "contacts", key: Array("ann".utf8), value: Array("555".utf8))
+            #expect { try LMDBBackend.open(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("not an Arbor store")
+            }
+            #expect { try LMDBBackend.create(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+            removeItem(path)
+
+            // A file is not an environment folder.
+            try Data("x".utf8).write(to: URL(fileURLWithPath: path))
+            #expect { try LMDBBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            #expect { try LMDBBackend.create(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+        }
+    }
+
+    @Test func newerFormatVersionIsRefused() async throws {
+        try await withPath { path in
+            try await LMDBBackend.create(.init(path: path)).close()
+            try rawLMDBPut(path, database: "meta", key: Array("version".utf8), value: Array("2".utf8))
+            #expect { try LMDBBackend.open(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("version 2")
+            }
+            try rawLMDBPut(path, database: "meta", key: Array("format".utf8), value: Array("something-else".utf8))
+            #expect { try LMDBBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+        }
+    }
+
+    @Test func corruptObjectIsNamed() async throws {
+        try await withPath { path in
+            let store = Store(backend: try LMDBBackend.create(.init(path: path)))
+            let version = try await store.save(Task(id: "t", title: "hello", done: false))
+            try await store.close()
+            try rawLMDBPut(path, database: "objects", key: version.root.bytes, value: Array("tampered".utf8))
+            let reopened = try fresh(path)
+            await #expect { try await reopened.value(Task.self, id: "t") } throws: { error in
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains(version.root.hex)
+            }
+            try await reopened.close()
+        }
+    }
+
+    @Test func aTinyMapGrowsInsteadOfFailing() async throws {
+        try await withPath { path in
+            let initial = 64 * 1024
+            let backend = try LMDBBackend.create(.init(path: path, synchronous: false, initialMapSize: initial))
+            let store = Store(backend: backend)
+            // About 4 MB of objects: 64 times the initial map.
+            let objects = (0..<4_000).map { index -> (hash: Hash, bytes: [UInt8]) in
+                let bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 1_000) + withUnsafeBytes(of: index) { Array($0) }
+                return (Hash.of(bytes), bytes)
+            }
+            try await backend.put(objects)
+            var changes = ChangeSet()
+            for index in 0..<2_000 { try changes.save(Person(id: "p\(index)", name: String(repeating: "n", count: 200))) }
+            try await store.commit(changes)
+            #expect(backend.mapSize > 4_000_000, "the map grew from \(initial) to \(backend.mapSize) bytes")
+            let fetched = try await backend.get(objects.map(\.hash))
+            #expect(fetched.count == objects.count && objects.allSatisfy { fetched[$0.hash] == $0.bytes })
+            #expect(try await store.values(Person.self).count == 2_000)
+            try await store.close()
+            // The grown store opens again with the configured (small) initial size.
+            let reopened = try LMDBBackend.open(.init(path: path, initialMapSize: initial))
+            #expect(try await reopened.get(objects.map(\.hash)).count == objects.count)
+            try await reopened.close()
+        }
+    }
+}

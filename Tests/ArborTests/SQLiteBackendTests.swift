@@ -1,0 +1,165 @@
+import ArborSQLite
+import CSQLite
+import Foundation
+import Testing
+@testable import Arbor
+
+/// Runs raw SQL against a database file, as another program (or a saboteur) would.
+func rawSQLite(_ path: String, _ sql: String, blobs: [[UInt8]] = []) throws {
+    var handle: OpaquePointer?
+    guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let handle else {
+        throw ArborError(.io, "cannot open \(path) with raw sqlite3")
+    }
+    defer { sqlite3_close_v2(handle) }
+    sqlite3_busy_timeout(handle, 5_000)
+    var statement: OpaquePointer?
+    guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+        throw ArborError(.engine, "raw sqlite3: \(String(cString: sqlite3_errmsg(handle)))")
+    }
+    defer { sqlite3_finalize(statement) }
+    for (index, blob) in blobs.enumerated() {
+        _ = blob.withUnsafeBytes { sqlite3_bind_blob(statement, Int32(index + 1), $0.baseAddress, Int32($0.count), unsafeBitCast(-1, to: sqlite3_destructor_type.self)) }
+    }
+    while true {
+        let result = sqlite3_step(statement)
+        if result == SQLITE_DONE { break }
+        guard result == SQLITE_ROW else { throw ArborError(.engine, "raw sqlite3: \(String(cString: sqlite3_errmsg(handle)))") }
+    }
+}
+
+/// A path under which nothing can be created. As root, `chmod 0555` does not stop writes, so
+/// root gets a path under a regular file instead (ENOTDIR); otherwise a read-only folder.
+func unwritableFolder() throws -> (path: String, cleanup: () -> Void) {
+    if getuid() == 0 {
+        let file = temporaryPath("plain-file")
+        try Data("not a folder".utf8).write(to: URL(fileURLWithPath: file))
+        return (file, { removeItem(file) })
+    }
+    let folder = temporaryPath("read-only")
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    chmod(folder, 0o555)
+    return (folder, { chmod(folder, 0o755); removeItem(folder) })
+}
+
+func randomBytes(_ count: Int) -> Data {
+    var generator = SeededGenerator(seed: 42)
+    return Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
+}
+
+/// The SQLite adapter: a single file, that refuses what is not its own and reports damage.
+@Suite struct SQLiteBackendTests {
+    func withPath(_ body: (String) async throws -> Void) async throws {
+        let path = temporaryPath("sqlite-store")
+        defer { for suffix in ["", "-wal", "-shm", "-journal"] { removeItem(path + suffix) } }
+        try await body(path)
+    }
+
+    func fresh(_ path: String) throws -> Store {
+        Store(backend: try SQLiteBackend.open(.init(path: path)), configuration: .init(nodeCacheCapacity: 0))
+    }
+
+    @Test func createAndReopen() async throws {
+        try await withPath { path in
+            let store = Store(backend: try SQLiteBackend.create(.init(path: path)))
+            let version = try await store.save(Task(id: "t", title: "hello", done: false))
+            try await store.close()
+            let reopened = try fresh(path)
+            #expect(try await reopened.head()?.id == version.id)
+            #expect(try await reopened.value(Task.self, id: "t")?.title == "hello")
+            try await reopened.close()
+            await #expect { try await reopened.heads() } throws: { ($0 as? ArborError)?.code == .closed }
+        }
+    }
+
+    @Test func createOnAnExistingStoreLeavesItIntact() async throws {
+        try await withPath { path in
+            let store = Store(backend: try SQLiteBackend.create(.init(path: path)))
+            let version = try await store.save(Task(id: "t", title: "kept", done: true))
+            #expect { try SQLiteBackend.create(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .alreadyExists && "\(error)".contains(path)
+            }
+            #expect(try await fresh(path).head()?.id == version.id)
+            #expect(try await fresh(path).value(Task.self, id: "t")?.title == "kept")
+        }
+    }
+
+    @Test func missingAndUnwritableFolders() throws {
+        let missing = "/nonexistent-\(UUID())/store.sqlite"
+        #expect { try SQLiteBackend.create(.init(path: missing)) } throws: { error in
+            (error as? ArborError)?.code == .notFound && "\(error)".contains(missing) && (error as? ArborError)?.backend == "sqlite"
+        }
+        #expect(!FileManager.default.fileExists(atPath: missing))
+        #expect { try SQLiteBackend.open(.init(path: missing)) } throws: { ($0 as? ArborError)?.code == .notFound }
+
+        let (folder, cleanup) = try unwritableFolder()
+        defer { cleanup() }
+        let path = folder + "/store.sqlite"
+        #expect { try SQLiteBackend.create(.init(path: path)) } throws: { error in
+            let code = (error as? ArborError)?.code
+            return (code == .permissionDenied || code == .notFound) && "\(error)".contains(path)
+        }
+        #expect(!FileManager.default.fileExists(atPath: path), "a failed create leaves nothing behind")
+    }
+
+    @Test func filesOfOtherKindsAreRefused() async throws {
+        try await withPath { path in
+            // Random bytes: not a SQLite database at all.
+            try randomBytes(8192).write(to: URL(fileURLWithPath: path))
+            #expect { try SQLiteBackend.open(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains(path) && "\(error)".contains("not a SQLite database")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == randomBytes(8192), "the file is left as it was")
+            removeItem(path)
+
+            // A SQLite database of another program.
+            try rawSQLite(path, "CREATE TABLE contacts (name TEXT, phone TEXT)")
+            #expect { try SQLiteBackend.open(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("not an Arbor store")
+            }
+            #expect { try SQLiteBackend.create(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+            try rawSQLite(path, "INSERT INTO contacts VALUES ('still', 'here')")
+            removeItem(path)
+
+            // A folder is not a database file.
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            #expect { try SQLiteBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            removeItem(path)
+        }
+    }
+
+    @Test func newerFormatVersionIsRefused() async throws {
+        try await withPath { path in
+            try await SQLiteBackend.create(.init(path: path)).close()
+            try rawSQLite(path, "UPDATE arbor_meta SET value = '2' WHERE key = 'version'")
+            #expect { try SQLiteBackend.open(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("version 2")
+            }
+            try rawSQLite(path, "UPDATE arbor_meta SET value = 'something-else' WHERE key = 'format'")
+            #expect { try SQLiteBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+        }
+    }
+
+    @Test func corruptObjectIsNamed() async throws {
+        try await withPath { path in
+            let store = Store(backend: try SQLiteBackend.create(.init(path: path)))
+            let version = try await store.save(Task(id: "t", title: "hello", done: false))
+            try await store.close()
+            // Overwrite the index root's bytes behind Arbor's back.
+            try rawSQLite(path, "UPDATE objects SET bytes = ?1 WHERE hash = ?2", blobs: [Array("tampered".utf8), version.root.bytes])
+            await #expect { try await fresh(path).value(Task.self, id: "t") } throws: { error in
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains(version.root.hex)
+            }
+        }
+    }
+
+    @Test func storesOfTheSameBytesOnSQLiteAndMemoryAgree() async throws {
+        try await withPath { path in
+            let sqlite = Store(backend: try SQLiteBackend.create(.init(path: path)), configuration: .init(replica: "r", clock: { Date(timeIntervalSince1970: 1) }))
+            let memory = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { Date(timeIntervalSince1970: 1) }))
+            let a = try await sqlite.save(Task(id: "t", title: "same", done: false))
+            let b = try await memory.save(Task(id: "t", title: "same", done: false))
+            #expect(a.id == b.id)
+            #expect(try await sqlite.backend.allHashes() == memory.backend.allHashes())
+        }
+    }
+}
