@@ -140,6 +140,8 @@ import Testing
                     withUnsafeBytes(of: (UInt64(attempt) << 32 | UInt64(index)).bigEndian) { bytes.replaceSubrange(0..<8, with: $0) }
                     return (Hash.of(bytes), bytes)
                 }
+                // An earlier attempt may have committed whole (signal after COMMIT): count from here.
+                let before = try #require(try killer.execute("SELECT count(*) FROM arbor_objects").integer(0, 0))
                 let done = Atomic<Bool>(false)
                 async let put: Void = {
                     defer { done.store(true, ordering: .releasing) }
@@ -159,11 +161,12 @@ import Testing
                     interrupted += 1
                     #expect(error.code == .connection, "\(error)")
                     #expect("\(error)".contains("SQLSTATE 57P01") || "\(error)".contains("lost the connection"), "\(error)")
-                    // The batch was one transaction: none of it is there. (Had the connection been
-                    // lost during COMMIT instead, all of it could be: never a part.)
-                    let count = try killer.execute("SELECT count(*) FROM arbor_objects").integer(0, 0)
-                    #expect(count == 0)
-                    #expect(try await backend.contains(objects.map(\.hash)).isEmpty)
+                    // The batch was one transaction: none of it is there, or — when the signal
+                    // landed as the last INSERT ended and COMMIT ran — all of it. Never a part.
+                    let count = try #require(try killer.execute("SELECT count(*) FROM arbor_objects").integer(0, 0)) - before
+                    #expect(count == 0 || count == Int64(objects.count), "\(count) of \(objects.count) objects: a partial batch")
+                    let present = try await backend.contains(objects.map(\.hash)).count
+                    #expect(Int64(present) == count)
                 }
             }
             #expect(interrupted == 1, "the batch always finished before it could be interrupted")
