@@ -166,43 +166,9 @@ struct ConnectionTarget: Sendable {
         secrets.reduce(text) { $0.replacing($1, with: "***") }
     }
 
-    /// The password of the user info and of any `password=` query parameter, as written and
-    /// percent-decoded. Found by plain scanning, so even a malformed URL gives it up.
-    static func secrets(in url: String) -> [String] {
-        guard let separator = url.firstRange(of: "://") else { return [] }
-        let afterScheme = url[separator.upperBound...]
-        var found = [Substring]()
-        if let at = afterScheme.lastIndex(of: "@"), let colon = afterScheme[..<at].firstIndex(of: ":") {
-            found.append(afterScheme[afterScheme.index(after: colon)..<at])
-        }
-        if let query = afterScheme.firstIndex(of: "?") {
-            for parameter in afterScheme[afterScheme.index(after: query)...].split(separator: "&") {
-                let parts = parameter.split(separator: "=", maxSplits: 1)
-                if parts.count == 2, parts[0].lowercased() == "password" { found.append(parts[1]) }
-            }
-        }
-        var secrets = Set<String>()
-        for secret in found where !secret.isEmpty {
-            secrets.insert(String(secret))
-            if let decoded = percentDecoded(secret), !decoded.isEmpty { secrets.insert(decoded) }
-        }
-        return secrets.sorted { $0.count > $1.count }
-    }
+    /// The password of the user info and of any `password=` query parameter.
+    static func secrets(in url: String) -> [String] { URLSecrets.secrets(in: url) }
 
-    private static func percentDecoded(_ text: Substring) -> String? {
-        var bytes = [UInt8]()
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
-                let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
-            {
-                bytes.append(value)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
 }
 
 /// One result (`PGresult*`), cleared when released.

@@ -82,35 +82,12 @@ public enum StoreLocation: Hashable, Sendable, CustomStringConvertible {
 
     // MARK: Redaction
 
-    /// The secrets a URL's text carries — the password of its user info and any `password=`
-    /// query parameter — as written and percent-decoded. Found by plain scanning, so that even a
-    /// URL too malformed to parse gives its password up for redaction.
-    static func secrets(in url: String) -> [String] {
-        guard let separator = url.range(of: "://") else { return [] }
-        let afterScheme = url[separator.upperBound...]
-        var found = [Substring]()
-        // The user info ends at the last "@": an unescaped "@" or "/" may sit inside a password.
-        if let at = afterScheme.lastIndex(of: "@"), let colon = afterScheme[..<at].firstIndex(of: ":") {
-            found.append(afterScheme[afterScheme.index(after: colon)..<at])
-        }
-        if let query = afterScheme.firstIndex(of: "?") {
-            for parameter in afterScheme[afterScheme.index(after: query)...].split(separator: "&") {
-                let parts = parameter.split(separator: "=", maxSplits: 1)
-                if parts.count == 2, parts[0].lowercased() == "password" { found.append(parts[1]) }
-            }
-        }
-        var secrets = [String]()
-        for secret in found where !secret.isEmpty {
-            secrets.append(String(secret))
-            if let decoded = secret.removingPercentEncoding, decoded != secret { secrets.append(decoded) }
-        }
-        // Longest first, so that a secret containing another is replaced whole.
-        return secrets.sorted { $0.count > $1.count }
-    }
+    /// The secrets a URL's text carries (see ``URLSecrets/secrets(in:)``).
+    static func secrets(in url: String) -> [String] { URLSecrets.secrets(in: url) }
 
     /// `text` with every secret that `url` carries replaced by `***`.
     public static func redactingSecrets(of url: String, in text: String) -> String {
-        secrets(in: url).reduce(text) { $0.replacingOccurrences(of: $1, with: "***") }
+        URLSecrets.redacting(url, in: text)
     }
 }
 

@@ -11,35 +11,10 @@ import Testing
         var testDescription: String { rawValue }
     }
 
-    /// The `arbor-worker` executable built beside the test bundle.
-    static func worker() throws -> String {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [directory, directory.deletingLastPathComponent()] {
-            let path = candidate.appendingPathComponent("arbor-worker").path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        throw ArborError(.notFound, "the arbor-worker executable is not built next to \(directory.path); run `swift build` first")
-    }
-
     /// Runs `arbor-worker commit URL COUNT REPLICA`; returns the hashes it printed.
     static func commit(_ url: String, count: Int, replica: String) async throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try worker())
-        process.arguments = ["commit", url, String(count), replica]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        // Read both pipes to the end on other threads, so that neither can fill up and stall the child.
-        async let data = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }.value
-        async let errorData = Task.detached { errors.fileHandleForReading.readDataToEndOfFile() }.value
-        let (out, err) = await (data, errorData)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ArborError(.engine, "arbor-worker \(replica) failed: \(String(decoding: err, as: UTF8.self))")
-        }
-        return String(decoding: out, as: UTF8.self).split(separator: "\n").map(String.init)
+        try await ChildProcess.run("arbor-worker", ["commit", url, String(count), replica], redacting: url)
+            .split(separator: "\n").map(String.init)
     }
 
     static func withStore(_ engine: Engine, _ body: (String) async throws -> Void) async throws {

@@ -5,33 +5,8 @@ import Testing
 
 /// Several `arbor` processes writing to one store at once: nothing is lost.
 @Suite struct MultiProcessTests {
-    /// The `arbor` executable built beside the test bundle (`swift build` builds it; scripts/test.sh does).
-    static func executable() throws -> String {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [directory, directory.deletingLastPathComponent()] {
-            let path = candidate.appendingPathComponent("arbor").path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        throw ArborError(.notFound, "the arbor executable is not built next to \(directory.path); run `swift build` first (scripts/test.sh does)")
-    }
-
-    /// Runs `arbor` with `arguments` in a child process; returns its standard output.
     static func run(_ arguments: [String]) async throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try executable())
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ArborError(.engine, "arbor \(arguments.joined(separator: " ")) failed: \(String(decoding: errorData, as: UTF8.self))")
-        }
-        return String(decoding: data, as: UTF8.self)
+        try await ChildProcess.run("arbor", arguments, redacting: arguments.count > 1 ? arguments[1] : nil)
     }
 
     @Test func concurrentProcessesLoseNoCommit() async throws {

@@ -22,45 +22,6 @@ import Testing
         return baseURL != nil || ci
     }()
 
-    /// The `arbor-worker` executable built beside the test bundle.
-    static func worker() throws -> String {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [directory, directory.deletingLastPathComponent()] {
-            let path = candidate.appendingPathComponent("arbor-worker").path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        throw ArborError(.notFound, "the arbor-worker executable is not built next to \(directory.path); run `swift build` first (scripts/test.sh does)")
-    }
-
-    /// Runs a child process on a dispatch queue (its pipes are read there, not on the
-    /// cooperative pool, so all workers really run at once); returns its standard output.
-    static func run(_ executable: String, _ arguments: [String], redacting url: String) async throws -> String {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    let process = Process()
-                    process.executableURL = URL(fileURLWithPath: executable)
-                    process.arguments = arguments
-                    let output = Pipe(), errors = Pipe()
-                    process.standardOutput = output
-                    process.standardError = errors
-                    try process.run()
-                    let data = output.fileHandleForReading.readDataToEndOfFile()
-                    let errorData = errors.fileHandleForReading.readDataToEndOfFile()
-                    process.waitUntilExit()
-                    guard process.terminationStatus == 0 else {
-                        let password = URLComponents(string: url)?.password ?? "\u{0}"
-                        let message = String(decoding: errorData, as: UTF8.self).replacingOccurrences(of: password, with: "***")
-                        throw ArborError(.engine, "arbor-worker \(arguments.last ?? "") failed (status \(process.terminationStatus)): \(message)")
-                    }
-                    continuation.resume(returning: String(decoding: data, as: UTF8.self))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
-    }
-
     @Test(.enabled(if: isEnabled), .timeLimit(.minutes(5))) func fourWorkerProcessesLoseNoCommit() async throws {
         guard let base = Self.baseURL else {
             Issue.record("CI=true but ARBOR_TEST_POSTGRES_URL is not set; run scripts/test.sh, which starts a throwaway PostgreSQL")
@@ -74,12 +35,11 @@ import Testing
         _ = try await arbor("init", url)
         #expect(await arborError("init", url)?.code == .alreadyExists)
 
-        let worker = try Self.worker()
         let processes = 4, commitsEach = 250
         let hashes = try await withThrowingTaskGroup(of: [String].self) { group in
             for index in 0..<processes {
                 group.addTask {
-                    let output = try await Self.run(worker, ["commit", url, "\(commitsEach)", "w\(index)"], redacting: url)
+                    let output = try await ChildProcess.run("arbor-worker", ["commit", url, "\(commitsEach)", "w\(index)"], redacting: url)
                     return lines(output)
                 }
             }

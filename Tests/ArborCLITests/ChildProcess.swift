@@ -1,0 +1,55 @@
+import Arbor
+import ArborCLI
+import Foundation
+
+/// Runs the executables this package builds (`arbor`, `arbor-worker`) as child processes.
+enum ChildProcess {
+    /// The path of executable `name`, built beside the test bundle by `swift build`
+    /// (scripts/test.sh builds everything first).
+    static func executable(_ name: String) throws -> String {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [directory, directory.deletingLastPathComponent()] {
+            let path = candidate.appendingPathComponent(name).path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        throw ArborError(.notFound, "the \(name) executable is not built next to \(directory.path); run `swift build` first (scripts/test.sh does)")
+    }
+
+    /// Runs executable `name` with `arguments` and returns its standard output; a non-zero exit
+    /// throws with its standard error, any password of `url` redacted.
+    ///
+    /// The process is waited for on a dispatch queue, not the cooperative pool, so that several
+    /// children started at once really run at once.
+    static func run(_ name: String, _ arguments: [String], redacting url: String? = nil) async throws -> String {
+        let path = try executable(name)
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                do {
+                    let process = Process()
+                    process.executableURL = URL(fileURLWithPath: path)
+                    process.arguments = arguments
+                    let output = Pipe()
+                    let errors = Pipe()
+                    process.standardOutput = output
+                    process.standardError = errors
+                    try process.run()
+                    // Standard error is read on another thread so that neither pipe can fill and stall the child.
+                    nonisolated(unsafe) var errorData = Data()
+                    let errorReader = DispatchGroup()
+                    DispatchQueue.global().async(group: errorReader) { errorData = errors.fileHandleForReading.readDataToEndOfFile() }
+                    let data = output.fileHandleForReading.readDataToEndOfFile()
+                    errorReader.wait()
+                    process.waitUntilExit()
+                    guard process.terminationStatus == 0 else {
+                        var message = String(decoding: errorData, as: UTF8.self)
+                        if let url { message = StoreLocation.redactingSecrets(of: url, in: message) }
+                        throw ArborError(.engine, "\(name) \(arguments.first ?? "") failed (status \(process.terminationStatus)): \(message)")
+                    }
+                    continuation.resume(returning: String(decoding: data, as: UTF8.self))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+}
