@@ -97,10 +97,12 @@ struct IndexNode: Sendable {
     func encoded() -> [UInt8] {
         // Sized exactly first, then written through a raw buffer: nodes are encoded on every
         // commit, and per-byte appends would dominate the cost.
+        // Entries are read by index, never copied out: a copy would retain and release their
+        // arrays, and nodes are encoded on several threads at once over shared arrays.
         var size = 2 + varintSize(UInt64(entries.count)) + (level > 0 ? varintSize(UInt64(level)) : 0)
-        for entry in entries {
-            size += varintSize(UInt64(entry.key.count)) + entry.key.count
-            switch entry.payload {
+        for index in entries.indices {
+            size += varintSize(UInt64(entries[index].key.count)) + entries[index].key.count
+            switch entries[index].payload {
             case .inline(let bytes): size += 1 + varintSize(UInt64(bytes.count)) + bytes.count
             case .blob: size += 33
             case .node(_, let count): size += 32 + varintSize(count)
@@ -131,10 +133,10 @@ struct IndexNode: Sendable {
             put(level == 0 ? ObjectKind.leaf.rawValue : ObjectKind.branch.rawValue)
             if level > 0 { putVarint(UInt64(level)) }
             putVarint(UInt64(entries.count))
-            for entry in entries {
-                putVarint(UInt64(entry.key.count))
-                putBytes(entry.key)
-                switch entry.payload {
+            for index in entries.indices {
+                putVarint(UInt64(entries[index].key.count))
+                putBytes(entries[index].key)
+                switch entries[index].payload {
                 case .inline(let bytes): put(0); putVarint(UInt64(bytes.count)); putBytes(bytes)
                 case .blob(let hash): put(1); putHash(hash)
                 case .node(let hash, let count): putHash(hash); putVarint(count)

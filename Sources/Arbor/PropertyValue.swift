@@ -66,6 +66,16 @@ public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { JSONValue(propertyValue: self).serialized() }
 
+    /// Whether this value owns any record, directly or inside arrays and maps.
+    var holdsChildren: Bool {
+        switch self {
+        case .child: true
+        case .array(let values): values.contains(where: \.holdsChildren)
+        case .map(let values): values.values.contains(where: \.holdsChildren)
+        default: false
+        }
+    }
+
     /// Every record this value owns, directly or inside arrays and maps.
     var childKeys: [RecordKey] {
         switch self {

@@ -14,6 +14,8 @@ public struct Record: Hashable, Sendable {
 
     /// The records this one owns directly, in property order.
     public var childKeys: [RecordKey] {
-        properties.keys.sorted(by: utf8Less).flatMap { properties[$0]!.childKeys }
+        // Most records own nothing: find that out without sorting their property names.
+        guard properties.values.contains(where: \.holdsChildren) else { return [] }
+        return properties.keys.sorted(by: utf8Less).flatMap { properties[$0]!.childKeys }
     }
 }

@@ -59,20 +59,26 @@ final class EncodingContext {
         guard codingPath.count < 60 else {
             throw ArborError(.coding, "a value is nested more than 60 levels deep at \(codingPath.map(\.stringValue).joined(separator: "."))")
         }
+        // A root is a Storable struct: none of the special kinds below can match it.
+        if !isRoot {
+            if let special = try specialKind(value) { return special }
+        }
+        let encoder = PropertyEncoder(context: self, codingPath: codingPath)
+        try value.encode(to: encoder)
+        return encoder.storage.resolved()
+    }
+
+    /// The kinds records store natively, and nested `Storable` values as child records.
+    private func specialKind<T: Encodable>(_ value: T) throws -> PropertyValue? {
         switch value {
         case let date as Date: return .date(date)
         case let data as Data: return .bytes(Array(data))
         case let url as URL: return .string(url.absoluteString)
         case let reference as any AnyRecordReference: return .reference(reference.key)
         case let decimal as Decimal: return .string(decimal.description)
-        default: break
+        case let storable as any Storable: return .child(try childRecord(storable))
+        default: return nil
         }
-        if !isRoot, let storable = value as? any Storable {
-            return .child(try childRecord(storable))
-        }
-        let encoder = PropertyEncoder(context: self, codingPath: codingPath)
-        try value.encode(to: encoder)
-        return encoder.storage.resolved()
     }
 
     private func childRecord<Value: Storable>(_ value: Value) throws -> RecordKey {
