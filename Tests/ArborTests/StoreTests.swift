@@ -135,6 +135,26 @@ import Testing
         }
     }
 
+    @Test(arguments: AdapterKind.allCases) func snapshotsReadOneVersion(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let empty = try await store.snapshot()
+            #expect(empty.version == nil)
+            #expect(try await empty.record(RecordKey(type: "Task", id: "t")) == nil)
+            #expect(try await empty.values(Task.self).isEmpty)
+
+            let v1 = try await store.save(Task(id: "t", title: "one", done: false, notes: [Note(id: "n", text: "x")]))
+            let snapshot = try await store.snapshot()
+            _ = try await store.save(Task(id: "t", title: "two", done: true))
+            // A snapshot keeps reading the version it was opened on.
+            #expect(snapshot.version?.id == v1.id)
+            #expect(try await snapshot.value(Task.self, id: "t")?.notes.map(\.id) == ["n"])
+            #expect(try await snapshot.records(ofType: "Note").count == 1)
+            #expect(try await snapshot.records([RecordKey(type: "Task", id: "t"), RecordKey(type: "Task", id: "x")]).count == 1)
+            #expect(try await store.snapshot().value(Task.self, id: "t")?.title == "two")
+            #expect(try await store.snapshot(at: v1.id).record(RecordKey(type: "Task", id: "t"))?.properties["title"] == .string("one"))
+        }
+    }
+
     @Test(arguments: AdapterKind.allCases) func twoWritersOnOneParentLeaveTwoHeads(kind: AdapterKind) async throws {
         let (backend, cleanup) = try makeBackend(kind)
         defer { cleanup() }

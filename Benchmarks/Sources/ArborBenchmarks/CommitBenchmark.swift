@@ -43,7 +43,7 @@ struct CommitBenchmark {
         guard head?.recordCount == UInt64(records) else {
             throw ArborError(.engine, "benchmark check failed: the head holds \(head?.recordCount ?? 0) records, not \(records)")
         }
-        print(String(format: "commit  %-7@ %9d records (%3d bytes each) in commits of %5d: %8.3f s  %10.0f records/s",
+        print(String(format: "commit  %-7@ %9d records (%3d bytes each as JSON) in commits of %5d: %8.3f s  %10.0f records/s",
                      label, records, recordBytes, batch, seconds, Double(records) / seconds))
         try await store.close()
         return seconds
@@ -51,7 +51,7 @@ struct CommitBenchmark {
 }
 
 enum RecordCodingProbe {
-    /// The size of a value's record in canonical bytes (the same bytes the index stores).
+    /// The size of a value's record rendered as compact JSON (its canonical bytes are a little smaller).
     static func size(of item: BenchmarkItem) -> Int {
         guard let record = try? RecordEncoder.records(of: item).first else { return 0 }
         return JSONValue(properties: record.properties).serialized().utf8.count

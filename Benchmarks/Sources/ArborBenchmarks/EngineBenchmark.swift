@@ -9,7 +9,7 @@ import Foundation
 /// (a) the floor: `records` rows of a 32-byte random key and a 100-byte value written in one
 ///     transaction (prepared insert / one write txn), then `reads` random point reads;
 /// (b) Arbor: `records` records of ~100 bytes committed through `Store` in commits of `batch`,
-///     then `reads` random point reads at the head through `store.record(_:)`.
+///     then `reads` random point reads at the head through a `Snapshot` of it.
 /// Prints seconds, the Arbor/raw ratios, and the on-disk size of both stores (sum of file sizes).
 ///
 /// Both sides use the adapters' default durability (SQLite WAL with `synchronous = FULL`, LMDB
@@ -80,8 +80,9 @@ struct EngineBenchmark {
         var generator = SystemRandomNumberGenerator()
         let keys = (0..<reads).map { _ in RecordKey(type: BenchmarkItem.typeName, id: items[Int.random(in: 0..<items.count, using: &generator)].id) }
         let readStart = ContinuousClock.now
+        let snapshot = try await reader.snapshot(at: head.id)
         for key in keys {
-            guard try await reader.record(key, at: head.id) != nil else {
+            guard try await snapshot.record(key) != nil else {
                 throw ArborError(.engine, "benchmark check failed: \(key) is missing")
             }
         }

@@ -7,7 +7,7 @@ import Foundation
 ///   into a plain table with a primary key, then `reads` random point reads in batches of 1,000
 ///   (`k = ANY($1)`);
 /// - Arbor: `records` records committed in commits of `commitSize` through the Store API, then
-///   `reads` random point reads at the head in batches of 1,000 (`store.records(_:at:)`);
+///   `reads` random point reads at the head in batches of 1,000 (`Snapshot.records(_:)`);
 /// - the object write paths compared: `INSERT … SELECT FROM unnest($1, $2)` (what the adapter
 ///   does) against COPY into a temporary table followed by `INSERT … SELECT`.
 ///
@@ -109,13 +109,14 @@ struct PostgresBenchmark {
         let reader = Store(backend: backend, configuration: .init(replica: "bench"))
         var generator = SystemRandomNumberGenerator()
         let readStart = ContinuousClock.now
+        let snapshot = try await reader.snapshot(at: head.id)
         var found = 0
         var remaining = reads
         while remaining > 0 {
             let keys = (0..<min(readBatch, remaining)).map { _ in
                 RecordKey(type: BenchmarkItem.typeName, id: items[Int.random(in: 0..<items.count, using: &generator)].id)
             }
-            found += try await reader.records(keys, at: head.id).count
+            found += try await snapshot.records(keys).count
             remaining -= keys.count
         }
         let read = (ContinuousClock.now - readStart).seconds

@@ -1,10 +1,4 @@
 extension Store {
-    /// The index root of version `id`, or of the newest head; `nil` for an empty store.
-    func root(at id: Hash?) async throws -> Hash? {
-        if let id { return try await version(id).root }
-        return try await head()?.root
-    }
-
     /// Decodes index entries into records, fetching blob records in one batch.
     func decode(_ entries: [(key: [UInt8], payload: IndexPayload)]) async throws -> [Record] {
         let blobHashes = entries.compactMap { if case .blob(let hash) = $0.payload { hash } else { nil } }
@@ -36,33 +30,29 @@ extension Store {
     ///
     /// - Complexity: O(log n) node reads.
     public func record(_ key: RecordKey, at version: Hash? = nil) async throws -> Record? {
-        guard let root = try await root(at: version) else { return nil }
-        return try await records([key], root: root, source: makeSource())[key]
+        try await snapshot(at: version).record(key)
     }
 
     /// The records `keys` at a version, fetched level by level in batches.
     ///
     /// - Complexity: O(k log n) node reads for `k` keys.
     public func records(_ keys: [RecordKey], at version: Hash? = nil) async throws -> [RecordKey: Record] {
-        guard let root = try await root(at: version) else { return [:] }
-        return try await records(keys, root: root, source: makeSource())
+        try await snapshot(at: version).records(keys)
     }
 
     /// Every record of `type` at a version, in id order (a range scan of the index).
     ///
     /// - Complexity: O(log n + m) node reads for `m` records of the type.
     public func records(ofType type: String, at version: Hash? = nil) async throws -> [Record] {
-        guard let root = try await root(at: version) else { return [] }
-        var result = [Record]()
-        try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: makeSource()) { entries in
-            result += try await decode(entries.map { ($0.key, $0.payload) })
-        }
-        return result
+        try await snapshot(at: version).records(ofType: type)
     }
 
     /// The value `id` of `type` at a version, with its whole tree, or `nil` if absent.
     public func value<Value: Storable>(_ type: Value.Type, id: Value.ID, at version: Hash? = nil) async throws -> Value? {
-        guard let root = try await root(at: version) else { return nil }
+        try await snapshot(at: version).value(type, id: id)
+    }
+
+    func value<Value: Storable>(_ type: Value.Type, id: Value.ID, root: Hash) async throws -> Value? {
         let key = RecordKey(type: Value.typeName, id: try RecordEncoder.idString(encoding: id, typeName: Value.typeName))
         let source = makeSource()
         let tree = try await withChildren(try await records([key], root: root, source: source), root: root, source: source)
@@ -72,7 +62,10 @@ extension Store {
 
     /// Every value of `type` at a version, in id order, with their trees.
     public func values<Value: Storable>(_ type: Value.Type, at version: Hash? = nil) async throws -> [Value] {
-        guard let root = try await root(at: version) else { return [] }
+        try await snapshot(at: version).values(type)
+    }
+
+    func values<Value: Storable>(_ type: Value.Type, root: Hash) async throws -> [Value] {
         let source = makeSource()
         var roots = [Record]()
         try await ProllyTree.scan(prefix: RecordKey.typePrefix(Value.typeName), root: root, source: source) { entries in

@@ -1,0 +1,58 @@
+/// One version of a store opened for reading: its index root is resolved once, so every read
+/// costs only its index lookups. Cheap to make, `Sendable`, and valid for as long as the store
+/// is open — versions are immutable.
+///
+/// ```swift
+/// let snapshot = try await store.snapshot()          // the newest head
+/// let task = try await snapshot.value(Task.self, id: "t1")
+/// ```
+public struct Snapshot: Sendable {
+    /// The version read, or `nil` for a store without versions (every read finds nothing).
+    public let version: Version?
+    let store: Store
+    let root: Hash
+
+    /// The record `key`, or `nil`.
+    ///
+    /// - Complexity: O(log n) node reads, most of them from the store's node cache.
+    public func record(_ key: RecordKey) async throws -> Record? {
+        try await store.records([key], root: root, source: store.makeSource())[key]
+    }
+
+    /// The records among `keys` that exist, fetched level by level in batches.
+    ///
+    /// - Complexity: O(k log n) node reads for `k` keys, one batch per tree level.
+    public func records(_ keys: [RecordKey]) async throws -> [RecordKey: Record] {
+        try await store.records(keys, root: root, source: store.makeSource())
+    }
+
+    /// Every record of `type`, in id order (a range scan of the index).
+    ///
+    /// - Complexity: O(log n + m) node reads for `m` records of the type.
+    public func records(ofType type: String) async throws -> [Record] {
+        var result = [Record]()
+        try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: store.makeSource()) { entries in
+            result += try await store.decode(entries.map { ($0.key, $0.payload) })
+        }
+        return result
+    }
+
+    /// The value `id` of `type` with its whole tree, or `nil` if absent.
+    public func value<Value: Storable>(_ type: Value.Type, id: Value.ID) async throws -> Value? {
+        try await store.value(type, id: id, root: root)
+    }
+
+    /// Every value of `type`, in id order, with their trees.
+    public func values<Value: Storable>(_ type: Value.Type) async throws -> [Value] {
+        try await store.values(type, root: root)
+    }
+}
+
+extension Store {
+    /// Opens version `id` (default: the newest head) for reading.
+    public func snapshot(at id: Hash? = nil) async throws -> Snapshot {
+        let version: Version?
+        if let id { version = try await self.version(id) } else { version = try await head() }
+        return Snapshot(version: version, store: self, root: version?.root ?? Store.emptyRoot.hash)
+    }
+}
