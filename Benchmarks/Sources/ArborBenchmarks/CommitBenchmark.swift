@@ -26,10 +26,9 @@ struct CommitBenchmark {
         }
     }
 
-    func run(on backend: any Backend, label: String) async throws -> Double {
-        let store = Store(backend: backend, configuration: .init(replica: "bench"))
-        let items = CommitBenchmark.items(records)
-        let recordBytes = RecordCodingProbe.size(of: items[0])
+    /// Commits `items` through `store` in commits of `batch` values; returns the seconds taken
+    /// and the head, checked to hold every item.
+    static func commit(_ items: [BenchmarkItem], in store: Store, batch: Int) async throws -> (seconds: Double, head: Version) {
         let start = ContinuousClock.now
         var committed = 0
         while committed < items.count {
@@ -39,10 +38,17 @@ struct CommitBenchmark {
             committed += batch
         }
         let seconds = (ContinuousClock.now - start).seconds
-        let head = try await store.head()
-        guard head?.recordCount == UInt64(records) else {
-            throw ArborError(.engine, "benchmark check failed: the head holds \(head?.recordCount ?? 0) records, not \(records)")
+        guard let head = try await store.head(), head.recordCount == UInt64(items.count) else {
+            throw ArborError(.engine, "benchmark check failed: the head does not hold all \(items.count) records")
         }
+        return (seconds, head)
+    }
+
+    func run(on backend: any Backend, label: String) async throws -> Double {
+        let store = Store(backend: backend, configuration: .init(replica: "bench"))
+        let items = CommitBenchmark.items(records)
+        let recordBytes = RecordCodingProbe.size(of: items[0])
+        let (seconds, _) = try await CommitBenchmark.commit(items, in: store, batch: batch)
         print(String(format: "commit  %-7@ %9d records (%3d bytes each as JSON) in commits of %5d: %8.3f s  %10.0f records/s",
                      label, records, recordBytes, batch, seconds, Double(records) / seconds))
         try await store.close()

@@ -63,18 +63,7 @@ struct EngineBenchmark {
     private func runArbor(_ backend: any Backend, label: String, size: () -> Int) async throws -> Figures {
         let items = CommitBenchmark.items(records)
         let store = Store(backend: backend, configuration: .init(replica: "bench"))
-        let start = ContinuousClock.now
-        var committed = 0
-        while committed < items.count {
-            var changes = ChangeSet()
-            for item in items[committed..<min(committed + batch, items.count)] { try changes.save(item) }
-            try await store.commit(changes, message: "batch \(committed / batch)")
-            committed += batch
-        }
-        let write = (ContinuousClock.now - start).seconds
-        guard let head = try await store.head(), head.recordCount == UInt64(records) else {
-            throw ArborError(.engine, "benchmark check failed: the head does not hold \(records) records")
-        }
+        let (write, head) = try await CommitBenchmark.commit(items, in: store, batch: batch)
         // Reads through a fresh Store, so the node cache starts cold as after opening a store.
         let reader = Store(backend: backend, configuration: .init(replica: "bench"))
         var generator = SystemRandomNumberGenerator()

@@ -92,18 +92,7 @@ struct PostgresBenchmark {
         let backend = try await PostgresBackend.create(.init(url: url))
         let store = Store(backend: backend, configuration: .init(replica: "bench"))
         let items = CommitBenchmark.items(records)
-        let start = ContinuousClock.now
-        var committed = 0
-        while committed < items.count {
-            var changes = ChangeSet()
-            for item in items[committed..<min(committed + commitSize, items.count)] { try changes.save(item) }
-            try await store.commit(changes, message: "batch \(committed / commitSize)")
-            committed += commitSize
-        }
-        let write = (ContinuousClock.now - start).seconds
-        guard let head = try await store.head(), head.recordCount == UInt64(records) else {
-            throw ArborError(.engine, "benchmark check failed: the head does not hold \(records) records")
-        }
+        let (write, head) = try await CommitBenchmark.commit(items, in: store, batch: commitSize)
 
         // A fresh store object, so that the node cache starts cold like the raw side's reads.
         let reader = Store(backend: backend, configuration: .init(replica: "bench"))
