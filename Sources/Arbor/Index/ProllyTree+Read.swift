@@ -1,4 +1,20 @@
 extension ProllyTree {
+    /// The payload stored under one key: a direct descent, without the batching machinery.
+    ///
+    /// - Complexity: O(log n) node reads, one per level.
+    static func lookup(_ key: [UInt8], root: Hash, source: NodeSource) async throws -> IndexPayload? {
+        var node = try await source.node(root)
+        while node.level > 0 {
+            guard case .node(let child, _) = node.entries[node.childIndex(covering: key)].payload else {
+                throw ArborError(.corruptObject, "malformed index: a branch entry does not name a node")
+            }
+            node = try await source.node(child)
+        }
+        guard !node.entries.isEmpty else { return nil }
+        let index = node.childIndex(covering: key)
+        return node.entries[index].key == key ? node.entries[index].payload : nil
+    }
+
     /// The payloads stored under `keys` (sorted), fetching each level's nodes in one batch.
     ///
     /// - Complexity: O(k log n) node reads for `k` keys in a tree of `n` records.

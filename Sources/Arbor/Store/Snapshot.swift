@@ -16,7 +16,9 @@ public struct Snapshot: Sendable {
     ///
     /// - Complexity: O(log n) node reads, most of them from the store's node cache.
     public func record(_ key: RecordKey) async throws -> Record? {
-        try await store.records([key], root: root, source: store.makeSource())[key]
+        let keyBytes = key.indexBytes
+        guard let payload = try await ProllyTree.lookup(keyBytes, root: root, source: store.makeSource()) else { return nil }
+        return try await store.decode([(keyBytes, payload)]).first
     }
 
     /// The records among `keys` that exist, fetched level by level in batches.
