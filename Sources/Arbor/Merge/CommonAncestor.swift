@@ -6,9 +6,10 @@
 /// stops when only stale versions are left, so it reads the versions since the fork and not
 /// the whole history.
 ///
-/// A criss-cross history has several candidates, none an ancestor of another. The ancestor is
-/// then the newest of them by commit time, ties broken by the greater hash: a choice that
-/// depends only on the (immutable) history, so every replica makes the same one.
+/// A criss-cross history has several candidates, none an ancestor of another. `ancestor` is
+/// then the newest of them by commit time, ties broken by the greater hash, and the merge works
+/// from the merge of all of them (``Store/virtualAncestor(_:)``): choices that depend only on
+/// the (immutable) history, so every replica makes the same ones.
 struct CommonAncestor {
     /// The chosen ancestor, or `nil` when the histories share no version.
     var ancestor: Version?

@@ -91,7 +91,8 @@ extension Store {
         if ancestry.ancestor?.id == theirs.id { return .fastForward(ours) }
         if ancestry.ancestor?.id == ours.id { return .fastForward(theirs) }
         let source = makeSource()
-        let baseRoot = ancestry.ancestor?.root ?? Store.emptyRoot.hash
+        let base = try await virtualAncestor(ancestry)
+        let baseRoot = base?.root ?? Store.emptyRoot.hash
         var state = try await MergeState.load(base: baseRoot, ours: ours, theirs: theirs, store: self, source: source)
 
         // Merge every changed record; collect what conflicts.
@@ -111,7 +112,7 @@ extension Store {
             let rule = configuration.mergeResolvers.rule(for: recordMerge.key.type)
             switch (rule, recordMerge.ours != nil && recordMerge.theirs != nil) {
             case (.resolver(let resolve)?, true):
-                let records = try await resolve(self, recordMerge.key, ancestry.ancestor?.root, ours.root, theirs.root)
+                let records = try await resolve(self, recordMerge.key, base?.root, ours.root, theirs.root)
                 for record in records { state.merged[record.key] = .some(record) }
             default:
                 var effective = strategy
@@ -154,8 +155,23 @@ extension Store {
         let id = Hash.of(bytes)
         objects.append((id, bytes))
         try await backend.put(objects)
-        let report = MergeReport(ancestor: ancestry.ancestor?.id, changed: state.changed, resolved: conflicts)
+        let report = MergeReport(ancestor: base?.id, changed: state.changed, resolved: conflicts)
         return .merged(Version(id: id, content: content), report)
+    }
+
+    /// The version a merge works from: the common ancestor, or for a criss-cross history the
+    /// merge of all candidates (in hash order, with ``MergeStrategy/mostRecent``), written as
+    /// an unreferenced commit. Every replica computes the same one. If the candidates cannot
+    /// be merged (a type overridden to ``MergeStrategy/manual``), the newest candidate.
+    func virtualAncestor(_ ancestry: CommonAncestor) async throws -> Version? {
+        guard ancestry.candidates.count > 1 else { return ancestry.ancestor }
+        let candidates = ancestry.candidates.sorted { $0.id < $1.id }
+        var current = candidates[0]
+        for next in candidates.dropFirst() {
+            guard let version = try await merge(current, next, strategy: .mostRecent).version else { return ancestry.ancestor }
+            current = version
+        }
+        return current
     }
 
     /// A deterministic order of two different values (`nil` first), for ties of `mostRecent`.
