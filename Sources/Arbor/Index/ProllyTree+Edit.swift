@@ -2,6 +2,15 @@
 struct IndexEdit {
     var key: [UInt8]
     var payload: IndexPayload?
+
+    /// The edit that sets `key` to `record` (`nil`: deletes it); a large record's blob object
+    /// goes to `blobs`.
+    static func setting(_ key: RecordKey, to record: Record?, blobs: inout [(hash: Hash, bytes: [UInt8])]) -> IndexEdit {
+        guard let record else { return IndexEdit(key: key.indexBytes, payload: nil) }
+        let (payload, blob) = ProllyTree.payload(forRecord: RecordCoding.encode(record.properties))
+        if let blob { blobs.append(blob) }
+        return IndexEdit(key: key.indexBytes, payload: payload)
+    }
 }
 
 extension ProllyTree {

@@ -1,6 +1,7 @@
 /// What a merge commit combined.
 public struct MergeReport: Hashable, Sendable {
-    /// The common ancestor the merge worked from, or `nil` for unrelated histories.
+    /// The common ancestor the merge worked from, or `nil` for unrelated histories. For a
+    /// criss-cross history, the merge of the candidate ancestors (a commit no ref names).
     public var ancestor: Hash?
     /// Every record either side changed since the ancestor, in key order.
     public var changed: [RecordKey]

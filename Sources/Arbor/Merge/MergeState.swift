@@ -102,13 +102,7 @@ struct MergeState {
     mutating func edits() -> [IndexEdit] {
         var edits = [IndexEdit]()
         for (key, record) in merged where inOurs[key] == nil || inOurs[key]! != record {
-            guard let record else {
-                edits.append(IndexEdit(key: key.indexBytes, payload: nil))
-                continue
-            }
-            let (payload, blob) = ProllyTree.payload(forRecord: RecordCoding.encode(record.properties))
-            if let blob { blobs.append(blob) }
-            edits.append(IndexEdit(key: key.indexBytes, payload: payload))
+            edits.append(.setting(key, to: record, blobs: &blobs))
         }
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
     }
