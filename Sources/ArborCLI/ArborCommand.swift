@@ -13,7 +13,8 @@ public struct ArborCommand: AsyncParsableCommand {
             """,
         subcommands: [
             InitCommand.self, PutCommand.self, GetCommand.self, DeleteCommand.self,
-            LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, DemoCommand.self,
+            LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, MergeCommand.self, ConflictsCommand.self,
+            DemoCommand.self,
         ])
 
     public init() {}

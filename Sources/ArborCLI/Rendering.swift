@@ -103,7 +103,7 @@ enum Rendering {
         ])
     }
 
-    private static func text(_ value: PropertyValue?) -> String {
+    static func text(_ value: PropertyValue?) -> String {
         value.map { JSONValue(propertyValue: $0).serialized() } ?? "(absent)"
     }
 }

@@ -1,3 +1,4 @@
+import Arbor
 import ArborCLI
 import ArgumentParser
 import Testing
@@ -63,6 +64,18 @@ import Testing
     @Test func headsTakesJSON() throws {
         #expect(try #require(ArborCommand.parseAsRoot(["heads", url]) as? HeadsCommand).format.json == false)
         #expect(try #require(ArborCommand.parseAsRoot(["heads", url, "--json"]) as? HeadsCommand).format.json)
+    }
+
+    @Test func mergeTakesAStrategyAndJSON() throws {
+        let plain = try #require(ArborCommand.parseAsRoot(["merge", url]) as? MergeCommand)
+        #expect(plain.strategy == nil && plain.format.json == false)
+        for strategy in MergeStrategy.allCases {
+            let command = try #require(ArborCommand.parseAsRoot(["merge", url, "--strategy", strategy.rawValue, "--json"]) as? MergeCommand)
+            #expect(command.strategy == strategy && command.format.json)
+        }
+        #expect(throws: (any Error).self) { try ArborCommand.parseAsRoot(["merge", url, "--strategy", "newest"]) }
+        #expect(try #require(ArborCommand.parseAsRoot(["conflicts", url, "--json"]) as? ConflictsCommand).format.json)
+        #expect(throws: (any Error).self) { try ArborCommand.parseAsRoot(["conflicts"]) }
     }
 
     @Test func diffTakesTwoVersions() throws {

@@ -235,3 +235,19 @@ import Testing
         #expect(second.time.milliseconds == first.time.milliseconds && second.time.counter == 1)
     }
 }
+
+@Suite struct RootSplitTests {
+    /// Inserting a boundary key before every key of a one-leaf index splits the root into a new
+    /// leaf and the unchanged old one; both must be kept under the new root.
+    @Test func insertingBeforeASingleLeafKeepsIt() async throws {
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "x"))
+        var first = ChangeSet()
+        try first.save(Task(id: "t", title: "base", done: false))
+        try await store.commit(first)
+        var second = ChangeSet()
+        try second.save(Task(id: "a", title: "A", done: false))
+        let version = try await store.commit(second)
+        #expect(version.recordCount == 2)
+        #expect(try await store.values(Task.self).map(\.id) == ["a", "t"])
+    }
+}

@@ -49,11 +49,13 @@ struct ArborBenchmarks {
                         exit(2)
                     }
                     try await PostgresBenchmark(records: records).run(url: url)
+                case "merge":
+                    try await MergeBenchmark(sizes: [10_000, 1_000_000], changes: 100).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, postgres")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, merge, postgres")
                     exit(2)
                 }
             }

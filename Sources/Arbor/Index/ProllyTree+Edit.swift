@@ -2,6 +2,15 @@
 struct IndexEdit {
     var key: [UInt8]
     var payload: IndexPayload?
+
+    /// The edit that sets `key` to `record` (`nil`: deletes it); a large record's blob object
+    /// goes to `blobs`.
+    static func setting(_ key: RecordKey, to record: Record?, blobs: inout [(hash: Hash, bytes: [UInt8])]) -> IndexEdit {
+        guard let record else { return IndexEdit(key: key.indexBytes, payload: nil) }
+        let (payload, blob) = ProllyTree.payload(forRecord: RecordCoding.encode(record.properties))
+        if let blob { blobs.append(blob) }
+        return IndexEdit(key: key.indexBytes, payload: payload)
+    }
 }
 
 extension ProllyTree {
@@ -47,7 +56,8 @@ extension ProllyTree {
                 newRoot = added.first.map(source.create) ?? source.create(.empty)
                 break
             }
-            levelEdits = parentEdits(removed: removed, added: added, source: source)
+            // At the old root's level an unchanged node must still be listed: no node above holds it.
+            levelEdits = parentEdits(removed: removed, added: added, keepUnchanged: level >= oldRoot.level, source: source)
             level += 1
         }
         // The root is the lowest level with a single node: drop branches with one child.
@@ -60,8 +70,11 @@ extension ProllyTree {
     }
 
     /// The edits for level `L + 1` after level `L` replaced `removed` by `added` (both in key
-    /// order), minus no-ops: a node rewritten identically changes nothing above it.
-    private static func parentEdits(removed: [(lastKey: [UInt8]?, hash: Hash)], added: [IndexNode], source: NodeSource) -> [IndexEdit] {
+    /// order), minus no-ops: a node rewritten identically changes nothing above it (unless
+    /// `keepUnchanged`, for a level with no node above it yet).
+    private static func parentEdits(
+        removed: [(lastKey: [UInt8]?, hash: Hash)], added: [IndexNode], keepUnchanged: Bool, source: NodeSource
+    ) -> [IndexEdit] {
         let old = removed.compactMap { node in node.lastKey.map { (key: $0, hash: node.hash) } }
         let hashes = source.create(added)
         var edits = [IndexEdit]()
@@ -77,7 +90,7 @@ extension ProllyTree {
             }
             let node = added[j]
             let hash = hashes[j]
-            if order > 0 || old[i].hash != hash {
+            if order > 0 || old[i].hash != hash || keepUnchanged {
                 edits.append(IndexEdit(key: node.lastKey!, payload: .node(hash, count: node.recordCount)))
             }
             if order == 0 { i += 1 }

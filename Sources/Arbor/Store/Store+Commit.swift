@@ -150,15 +150,7 @@ struct CommitPlan {
     func edits(blobs: inout [(hash: Hash, bytes: [UInt8])]) -> [IndexEdit] {
         var edits = [IndexEdit]()
         edits.reserveCapacity(final.count)
-        for (key, record) in final {
-            guard let record else {
-                edits.append(IndexEdit(key: key.indexBytes, payload: nil))
-                continue
-            }
-            let (payload, blob) = ProllyTree.payload(forRecord: RecordCoding.encode(record.properties))
-            if let blob { blobs.append(blob) }
-            edits.append(IndexEdit(key: key.indexBytes, payload: payload))
-        }
+        for (key, record) in final { edits.append(.setting(key, to: record, blobs: &blobs)) }
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
     }
 

@@ -54,6 +54,11 @@ extension Store {
 
     func value<Value: Storable>(_ type: Value.Type, id: Value.ID, root: Hash) async throws -> Value? {
         let key = RecordKey(type: Value.typeName, id: try RecordEncoder.idString(encoding: id, typeName: Value.typeName))
+        return try await value(type, key: key, root: root)
+    }
+
+    /// The value at `key` in the index at `root`, with its whole tree, or `nil` if absent.
+    func value<Value: Storable>(_ type: Value.Type, key: RecordKey, root: Hash) async throws -> Value? {
         let source = makeSource()
         let tree = try await withChildren(try await records([key], root: root, source: source), root: root, source: source)
         guard tree[key] != nil else { return nil }

@@ -17,11 +17,20 @@ public final class Store: Sendable {
         public var nodeCacheCapacity: Int
         /// The clock commit times are read from; replace it in tests.
         public var clock: @Sendable () -> Date
+        /// How merges settle conflicts unless told otherwise.
+        public var mergeStrategy: MergeStrategy
+        /// Per-type overrides of `mergeStrategy`.
+        public var mergeResolvers: MergeResolvers
 
-        public init(replica: String? = nil, nodeCacheCapacity: Int = 16_384, clock: @escaping @Sendable () -> Date = { Date() }) {
+        public init(
+            replica: String? = nil, nodeCacheCapacity: Int = 16_384, clock: @escaping @Sendable () -> Date = { Date() },
+            mergeStrategy: MergeStrategy = .mostRecent, mergeResolvers: MergeResolvers = MergeResolvers()
+        ) {
             self.replica = replica ?? "replica-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
             self.nodeCacheCapacity = nodeCacheCapacity
             self.clock = clock
+            self.mergeStrategy = mergeStrategy
+            self.mergeResolvers = mergeResolvers
         }
     }
 

@@ -1,0 +1,65 @@
+/// The common ancestor of two versions, and the versions only one side has.
+///
+/// Found by walking both histories at once, newest first (commit times are a hybrid logical
+/// clock, so every version is visited after all versions that build on it): a version reached
+/// from both sides is a candidate, and everything below a candidate is marked stale. The walk
+/// stops when only stale versions are left, so it reads the versions since the fork and not
+/// the whole history.
+///
+/// A criss-cross history has several candidates, none an ancestor of another. `ancestor` is
+/// then the newest of them by commit time, ties broken by the greater hash, and the merge works
+/// from the merge of all of them (``Store/virtualAncestor(_:)``): choices that depend only on
+/// the (immutable) history, so every replica makes the same ones.
+struct CommonAncestor {
+    /// The chosen ancestor, or `nil` when the histories share no version.
+    var ancestor: Version?
+    /// Every best common ancestor, newest first.
+    var candidates: [Version]
+    /// The versions reachable from ours and not from theirs, newest first.
+    var oursOnly: [Version]
+    /// The versions reachable from theirs and not from ours, newest first.
+    var theirsOnly: [Version]
+
+    private static let oursFlag: UInt8 = 1, theirsFlag: UInt8 = 2, staleFlag: UInt8 = 4
+
+    /// - Complexity: O(v) version reads for the `v` versions made since the fork (plus any
+    ///   older versions with times later than the fork's).
+    static func find(_ ours: Version, _ theirs: Version, store: Store) async throws -> CommonAncestor {
+        var result = CommonAncestor(ancestor: nil, candidates: [], oursOnly: [], theirsOnly: [])
+        guard ours.id != theirs.id else {
+            result.ancestor = ours
+            result.candidates = [ours]
+            return result
+        }
+        var flags: [Hash: UInt8] = [ours.id: oursFlag, theirs.id: theirsFlag]
+        var queue = [ours, theirs].sorted(by: Store.newestFirst)
+        var queued: Set<Hash> = [ours.id, theirs.id]
+        while queue.contains(where: { flags[$0.id]! & staleFlag == 0 }) {
+            let version = queue.removeFirst()
+            queued.remove(version.id)
+            var flag = flags[version.id]!
+            if flag & staleFlag == 0 {
+                switch flag {
+                case oursFlag: result.oursOnly.append(version)
+                case theirsFlag: result.theirsOnly.append(version)
+                default:
+                    result.candidates.append(version)
+                    flag |= staleFlag
+                }
+            }
+            let parents = version.parents
+            let unseen = parents.filter { flags[$0] == nil }
+            for parent in parents {
+                let before = flags[parent] ?? 0
+                flags[parent] = before | flag
+            }
+            let fetched = unseen.isEmpty ? [] : try await store.versions(unseen)
+            for parent in fetched where queued.insert(parent.id).inserted {
+                let index = queue.firstIndex { Store.newestFirst(parent, $0) } ?? queue.count
+                queue.insert(parent, at: index)
+            }
+        }
+        result.ancestor = result.candidates.first
+        return result
+    }
+}

@@ -1,0 +1,31 @@
+/// One conflict of a merge: what the common ancestor and the two sides hold.
+///
+/// For a property conflict, `property` names it and the values are that property's (`nil`:
+/// absent). For a record deleted on one side and changed on the other, `property` is `nil` and
+/// each value is the whole record's properties as a `.map` (`nil`: the record is absent).
+public struct MergeConflict: Hashable, Sendable {
+    public var key: RecordKey
+    public var property: String?
+    public var base: PropertyValue?
+    public var ours: PropertyValue?
+    public var theirs: PropertyValue?
+
+    public init(key: RecordKey, property: String?, base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) {
+        self.key = key
+        self.property = property
+        self.base = base
+        self.ours = ours
+        self.theirs = theirs
+    }
+
+    /// Conflicts sort by record key, then property name (record-level conflicts first).
+    static func canonicalOrder(_ a: MergeConflict, _ b: MergeConflict) -> Bool {
+        if a.key != b.key { return a.key < b.key }
+        switch (a.property, b.property) {
+        case (nil, nil): return false
+        case (nil, _): return true
+        case (_, nil): return false
+        case (let x?, let y?): return utf8Less(x, y)
+        }
+    }
+}

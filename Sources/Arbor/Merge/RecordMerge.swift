@@ -1,0 +1,101 @@
+/// The three versions of one record in a merge (the ancestor's, ours and theirs; `nil`: absent)
+/// and how they combine, property by property.
+struct RecordMerge {
+    var key: RecordKey
+    var base: Record?
+    var ours: Record?
+    var theirs: Record?
+
+    /// The record merged as far as it merges cleanly, and the conflicts left. A record-level
+    /// conflict (deleted on one side, changed on the other) leaves `merged` at `nil`.
+    struct Result {
+        var merged: Record?
+        var conflicts: [MergeConflict]
+    }
+
+    /// Which side a conflict is settled for.
+    enum Side { case ours, theirs }
+
+    func merge() -> Result {
+        if ours == theirs { return Result(merged: ours, conflicts: []) }
+        if ours == base { return Result(merged: theirs, conflicts: []) }
+        if theirs == base { return Result(merged: ours, conflicts: []) }
+        guard let ours, let theirs else {
+            let conflict = MergeConflict(
+                key: key, property: nil, base: base.map { .map($0.properties) },
+                ours: ours.map { .map($0.properties) }, theirs: theirs.map { .map($0.properties) })
+            return Result(merged: nil, conflicts: [conflict])
+        }
+        // Both sides hold the record: merge property by property (a record added on both sides
+        // merges against an empty ancestor).
+        let baseProperties = base?.properties ?? [:]
+        var merged = [String: PropertyValue]()
+        var conflicts = [MergeConflict]()
+        let names = Set(baseProperties.keys).union(ours.properties.keys).union(theirs.properties.keys).sorted(by: utf8Less)
+        for name in names {
+            let (b, o, t) = (baseProperties[name], ours.properties[name], theirs.properties[name])
+            if let value = Self.mergeProperty(base: b, ours: o, theirs: t) {
+                if let value { merged[name] = value }
+            } else {
+                conflicts.append(MergeConflict(key: key, property: name, base: b, ours: o, theirs: t))
+            }
+        }
+        return Result(merged: Record(key: key, properties: merged), conflicts: conflicts)
+    }
+
+    /// The record with every conflict of `result` settled for the side `choose` picks.
+    func settle(_ result: Result, choose: (MergeConflict) -> Side) -> Record? {
+        guard let first = result.conflicts.first else { return result.merged }
+        if first.property == nil { return choose(first) == .ours ? ours : theirs }
+        var properties = result.merged?.properties ?? [:]
+        for conflict in result.conflicts {
+            guard let name = conflict.property else { continue }
+            properties[name] = choose(conflict) == .ours ? conflict.ours : conflict.theirs
+        }
+        return Record(key: key, properties: properties)
+    }
+
+    /// The merged value of one property: `.some(value)` (`.some(nil)`: absent), or `nil` for
+    /// a conflict.
+    static func mergeProperty(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue?? {
+        if ours == theirs { return .some(ours) }
+        if ours == base { return .some(theirs) }
+        if theirs == base { return .some(ours) }
+        if let set = mergeKeySets(base: base, ours: ours, theirs: theirs) { return .some(set) }
+        return nil
+    }
+
+    /// Arrays of child or reference keys merge as sets: the ancestor's elements, minus those
+    /// either side removed, in the ancestor's order, then the elements either side added, in
+    /// key order (so both directions of a merge agree). `nil` if the values are not such arrays.
+    static func mergeKeySets(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue? {
+        func elements(_ value: PropertyValue?) -> [PropertyValue]? {
+            guard case .array(let values)? = value else { return value == nil ? [] : nil }
+            return values.allSatisfy(Self.isKey) ? values : nil
+        }
+        guard ours != nil, theirs != nil,
+              let b = elements(base), let o = elements(ours), let t = elements(theirs) else { return nil }
+        let (oursSet, theirsSet, baseSet) = (Set(o), Set(t), Set(b))
+        var seen = Set<PropertyValue>()
+        var result = b.filter { oursSet.contains($0) && theirsSet.contains($0) && seen.insert($0).inserted }
+        let added = (o + t).filter { !baseSet.contains($0) && seen.insert($0).inserted }
+        result += added.sorted(by: Self.keyOrder)
+        return .array(result)
+    }
+
+    private static func isKey(_ value: PropertyValue) -> Bool {
+        switch value {
+        case .child, .reference: true
+        default: false
+        }
+    }
+
+    /// Children before references, then by record key.
+    private static func keyOrder(_ a: PropertyValue, _ b: PropertyValue) -> Bool {
+        switch (a, b) {
+        case (.child(let x), .child(let y)), (.reference(let x), .reference(let y)): x < y
+        case (.child, _): true
+        default: false
+        }
+    }
+}

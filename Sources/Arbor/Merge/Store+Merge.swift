@@ -1,0 +1,218 @@
+import Foundation
+
+extension Store {
+    /// The replica name every merge commit is signed with, whichever replica makes it.
+    static let mergeReplica = "merge"
+
+    /// Merges version `theirs` into version `ours` and updates the head set: the two are
+    /// replaced by the result (unless the strategy stopped at conflicts).
+    ///
+    /// Finds the common ancestor (``MergeReport/ancestor``), diffs both sides against it and
+    /// merges record by record, property by property. Conflicts are settled by `strategy`
+    /// (default: the configuration's), or by a type's override in the configuration's
+    /// ``Configuration/mergeResolvers``. When one side contains the other the result is a
+    /// fast-forward and nothing is written.
+    ///
+    /// The merge commit depends only on the two heads and the strategy: its parents are sorted,
+    /// its time is derived from theirs (`HybridTime.next(after:now:)` at the epoch), its replica
+    /// is `"merge"` and its message names the parents. So every replica that merges the same
+    /// heads makes the same commit, byte for byte; with ``MergeStrategy/mostRecent`` also in
+    /// either order.
+    ///
+    /// - Complexity: O(k log n) index nodes read and written for `k` records changed on either
+    ///   side in a store of `n` records, plus O(v) version reads for the `v` versions since the
+    ///   fork (and, for conflicts settled by ``MergeStrategy/mostRecent``, O(c log n) reads per
+    ///   such version for `c` conflicting records).
+    @discardableResult
+    public func merge(_ ours: Hash, _ theirs: Hash, strategy: MergeStrategy? = nil) async throws -> MergeOutcome {
+        let sides = try await versions([ours, theirs])
+        let outcome = try await merge(sides[0], sides[1], strategy: strategy ?? configuration.mergeStrategy)
+        if let result = outcome.version {
+            try await updateHeads(removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id)
+        }
+        return outcome
+    }
+
+    /// Merges all heads into one and makes it the only head (by compare-and-swap, retried:
+    /// heads added concurrently stay). Heads are folded pairwise in hash order, so every replica
+    /// with the same heads reaches the same version. Returns `nil` for an empty store, and
+    /// `.fastForward` of the head when there is one head.
+    ///
+    /// - Complexity: that of ``merge(_:_:strategy:)`` for each of the `h - 1` pairs.
+    @discardableResult
+    public func mergeHeads(strategy: MergeStrategy? = nil) async throws -> MergeOutcome? {
+        let (_, ids) = try await headState()
+        guard let outcome = try await foldHeads(ids, strategy: strategy ?? configuration.mergeStrategy) else { return nil }
+        if let result = outcome.version {
+            try await updateHeads(removing: Set(ids), adding: result.id)
+        }
+        return outcome
+    }
+
+    /// The conflicts a ``MergeStrategy/manual`` merge of the current heads would stop at;
+    /// no ref changes. Empty when the heads merge cleanly.
+    ///
+    /// With three or more heads, the clean merges of the first pairs are written as objects
+    /// (unreferenced, as any interrupted write) to compute the next.
+    public func conflicts() async throws -> [MergeConflict] {
+        let (_, ids) = try await headState()
+        if case .conflicts(let conflicts)? = try await foldHeads(ids, strategy: .manual) { return conflicts }
+        return []
+    }
+
+    private func foldHeads(_ ids: [Hash], strategy: MergeStrategy) async throws -> MergeOutcome? {
+        let heads = try await versions(ids.sorted())
+        guard var current = heads.first else { return nil }
+        var report: MergeReport?
+        for next in heads.dropFirst() {
+            switch try await merge(current, next, strategy: strategy) {
+            case .fastForward(let version):
+                current = version
+            case .merged(let version, let pairReport):
+                current = version
+                if var combined = report {
+                    combined.ancestor = pairReport.ancestor
+                    combined.changed = Array(Set(combined.changed + pairReport.changed)).sorted()
+                    combined.resolved = (combined.resolved + pairReport.resolved).sorted(by: MergeConflict.canonicalOrder)
+                    report = combined
+                } else {
+                    report = pairReport
+                }
+            case .conflicts(let conflicts):
+                return .conflicts(conflicts)
+            }
+        }
+        return report.map { .merged(current, $0) } ?? .fastForward(current)
+    }
+
+    /// Merges two versions and writes the merge commit's objects; the head set is left alone.
+    func merge(_ ours: Version, _ theirs: Version, strategy: MergeStrategy) async throws -> MergeOutcome {
+        let ancestry = try await CommonAncestor.find(ours, theirs, store: self)
+        if ancestry.ancestor?.id == theirs.id { return .fastForward(ours) }
+        if ancestry.ancestor?.id == ours.id { return .fastForward(theirs) }
+        let source = makeSource()
+        let base = try await virtualAncestor(ancestry)
+        let baseRoot = base?.root ?? Store.emptyRoot.hash
+        var state = try await MergeState.load(base: baseRoot, ours: ours, theirs: theirs, store: self, source: source)
+
+        // Merge every changed record; collect what conflicts.
+        var pending = [(merge: RecordMerge, result: RecordMerge.Result)]()
+        for key in state.changed {
+            let recordMerge = state.recordMerge(key)
+            let result = recordMerge.merge()
+            if result.conflicts.isEmpty { state.merged[key] = .some(result.merged) } else { pending.append((recordMerge, result)) }
+        }
+        let conflicts = pending.flatMap(\.result.conflicts).sorted(by: MergeConflict.canonicalOrder)
+        if strategy == .manual, !conflicts.isEmpty { return .conflicts(conflicts) }
+
+        // Settle them: a type's override, else the strategy.
+        var manual = [MergeConflict]()
+        var recent = [(merge: RecordMerge, result: RecordMerge.Result)]()
+        for (recordMerge, result) in pending {
+            let rule = configuration.mergeResolvers.rule(for: recordMerge.key.type)
+            switch (rule, recordMerge.ours != nil && recordMerge.theirs != nil) {
+            case (.resolver(let resolve)?, true):
+                let records = try await resolve(self, recordMerge.key, base?.root, ours.root, theirs.root)
+                for record in records { state.merged[record.key] = .some(record) }
+            default:
+                var effective = strategy
+                if case .strategy(let override)? = rule { effective = override }
+                switch effective {
+                case .ours: state.merged[recordMerge.key] = .some(recordMerge.settle(result) { _ in .ours })
+                case .theirs: state.merged[recordMerge.key] = .some(recordMerge.settle(result) { _ in .theirs })
+                case .mostRecent: recent.append((recordMerge, result))
+                case .manual: manual += result.conflicts
+                }
+            }
+        }
+        if !manual.isEmpty { return .conflicts(manual.sorted(by: MergeConflict.canonicalOrder)) }
+        if !recent.isEmpty {
+            let keys = recent.map(\.merge.key)
+            let oursTimes = try await changeStamps(of: keys, in: ancestry.oursOnly, head: ours, source: source)
+            let theirsTimes = try await changeStamps(of: keys, in: ancestry.theirsOnly, head: theirs, source: source)
+            for (recordMerge, result) in recent {
+                let (o, t) = (oursTimes[recordMerge.key]!, theirsTimes[recordMerge.key]!)
+                state.merged[recordMerge.key] = .some(recordMerge.settle(result) { conflict in
+                    if o != t { return o > t ? .ours : .theirs }
+                    return Self.valueOrder(conflict.theirs, conflict.ours) ? .ours : .theirs
+                })
+            }
+        }
+
+        try await state.enforceOwnership(store: self, source: source)
+        let root = try await ProllyTree.apply(state.edits(), to: ours.root, source: source)
+
+        let recordCount = try await source.node(root).recordCount
+        var objects = state.blobs + source.newObjects(reachableFrom: root)
+        if root == Store.emptyRoot.hash { objects.append(Store.emptyRoot) }
+        let parents = [ours.id, theirs.id].sorted()
+        let content = Version.Content(
+            root: root, parents: parents,
+            time: HybridTime.next(after: [ours.time, theirs.time], now: Date(timeIntervalSince1970: 0)),
+            replica: Store.mergeReplica, message: "Merge \(parents[0].abbreviated()) and \(parents[1].abbreviated())",
+            recordCount: recordCount)
+        let bytes = content.encoded()
+        let id = Hash.of(bytes)
+        objects.append((id, bytes))
+        try await backend.put(objects)
+        let report = MergeReport(ancestor: base?.id, changed: state.changed, resolved: conflicts)
+        return .merged(Version(id: id, content: content), report)
+    }
+
+    /// The version a merge works from: the common ancestor, or for a criss-cross history the
+    /// merge of all candidates (in hash order, with ``MergeStrategy/mostRecent``), written as
+    /// an unreferenced commit. Every replica computes the same one. If the candidates cannot
+    /// be merged (a type overridden to ``MergeStrategy/manual``), the newest candidate.
+    func virtualAncestor(_ ancestry: CommonAncestor) async throws -> Version? {
+        guard ancestry.candidates.count > 1 else { return ancestry.ancestor }
+        let candidates = ancestry.candidates.sorted { $0.id < $1.id }
+        var current = candidates[0]
+        for next in candidates.dropFirst() {
+            guard let version = try await merge(current, next, strategy: .mostRecent).version else { return ancestry.ancestor }
+            current = version
+        }
+        return current
+    }
+
+    /// A deterministic order of two different values (`nil` first), for ties of `mostRecent`.
+    static func valueOrder(_ a: PropertyValue?, _ b: PropertyValue?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): false
+        case (nil, _): true
+        case (_, nil): false
+        case (let x?, let y?): RecordCoding.encode(["v": x]).lexicographicallyPrecedes(RecordCoding.encode(["v": y]))
+        }
+    }
+
+    /// When each record of `keys` last changed on one side: the time and id of the newest of
+    /// `versions` (that side's own versions, newest first) whose record differs from every one
+    /// of its parents; `head`'s if none does.
+    ///
+    /// - Complexity: O(c log n) node reads per version walked, for `c` keys.
+    func changeStamps(of keys: [RecordKey], in versions: [Version], head: Version, source: NodeSource) async throws -> [RecordKey: ChangeStamp] {
+        let keyBytes = Set(keys.map(\.indexBytes)).sorted { compareKeys($0, $1) < 0 }
+        var pending = Dictionary(keys.map { ($0.indexBytes, $0) }, uniquingKeysWith: { a, _ in a })
+        var result = [RecordKey: ChangeStamp]()
+        var atRoot = [Hash: [[UInt8]: IndexPayload]]()
+        func payloads(_ root: Hash) async throws -> [[UInt8]: IndexPayload] {
+            if let known = atRoot[root] { return known }
+            let found = try await ProllyTree.lookup(keyBytes, root: root, source: source)
+            atRoot[root] = found
+            return found
+        }
+        for version in versions where !pending.isEmpty {
+            let here = try await payloads(version.root)
+            var parentPayloads = [[[UInt8]: IndexPayload]]()
+            for parent in try await self.versions(version.parents) { parentPayloads.append(try await payloads(parent.root)) }
+            for (bytes, key) in pending {
+                let changed = parentPayloads.isEmpty ? here[bytes] != nil : parentPayloads.allSatisfy { $0[bytes] != here[bytes] }
+                if changed {
+                    result[key] = ChangeStamp(time: version.time, id: version.id)
+                    pending[bytes] = nil
+                }
+            }
+        }
+        for key in pending.values { result[key] = ChangeStamp(time: head.time, id: head.id) }
+        return result
+    }
+}

@@ -1,0 +1,360 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+@Suite struct MergeTests {
+    func withStore(_ kind: AdapterKind, strategy: MergeStrategy = .mostRecent, resolvers: MergeResolvers = MergeResolvers(),
+                   _ body: (Store) async throws -> Void) async throws {
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let clock = TickClock()
+        let store = Store(backend: backend, configuration: .init(
+            replica: "test", clock: { clock.read() }, mergeStrategy: strategy, mergeResolvers: resolvers))
+        try await body(store)
+        try await store.close()
+    }
+
+    /// A base with task `t`, then `ours` and `theirs` built on it.
+    func fork(_ store: Store, base: Task = Task(id: "t", title: "base", done: false),
+              ours: (inout ChangeSet) throws -> Void, theirs: (inout ChangeSet) throws -> Void) async throws -> (base: Version, ours: Version, theirs: Version) {
+        let root = try await store.change(on: nil) { try $0.save(base) }
+        let a = try await store.change(on: root, "ours", ours)
+        let b = try await store.change(on: root, "theirs", theirs)
+        return (root, a, b)
+    }
+
+    func merged(_ outcome: MergeOutcome) throws -> (Version, MergeReport) {
+        guard case .merged(let version, let report) = outcome else {
+            Issue.record("expected a merge commit, got \(outcome)")
+            throw ArborError(.invalidInput, "no merge")
+        }
+        return (version, report)
+    }
+
+    @Test(arguments: AdapterKind.allCases) func disjointInserts(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let (base, a, b) = try await fork(store, ours: { try $0.save(Task(id: "a", title: "A", done: false)) },
+                                              theirs: { try $0.save(Task(id: "b", title: "B", done: true)) })
+            let (version, report) = try merged(try await store.merge(a.id, b.id))
+            #expect(report.ancestor == base.id)
+            #expect(report.resolved.isEmpty)
+            #expect(report.changed.map(\.id) == ["a", "b"])
+            #expect(try await store.values(Task.self, at: version.id).map(\.id) == ["a", "b", "t"])
+            #expect(version.parents == [a.id, b.id].sorted())
+            #expect(version.replica == "merge")
+            #expect(version.time > a.time && version.time > b.time)
+            #expect(try await store.heads().map(\.id) == [version.id])
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func differentPropertiesBothSurvive(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let (_, a, b) = try await fork(store, ours: { try $0.save(Task(id: "t", title: "renamed", done: false)) },
+                                           theirs: { try $0.save(Task(id: "t", title: "base", done: true)) })
+            let (version, report) = try merged(try await store.merge(a.id, b.id, strategy: .manual))
+            #expect(report.resolved.isEmpty)
+            #expect(try await store.value(Task.self, id: "t", at: version.id) == Task(id: "t", title: "renamed", done: true))
+        }
+    }
+
+    @Test func sameRecordInsertedOnBothSides() async throws {
+        try await withStore(.memory) { store in
+            let root = try await store.change(on: nil) { try $0.save(item("other", [:])) }
+            let a = try await store.change(on: root) { try $0.save(item("x", ["a": .int(1), "shared": .int(5)])) }
+            let b = try await store.change(on: root) { try $0.save(item("x", ["b": .int(2), "shared": .int(5)])) }
+            let (version, report) = try merged(try await store.merge(a.id, b.id, strategy: .manual))
+            #expect(report.resolved.isEmpty)
+            #expect(try await store.record(itemKey("x"), at: version.id)?.properties == ["a": .int(1), "b": .int(2), "shared": .int(5)])
+            // Both adding the same property differently is a conflict against an empty ancestor.
+            let c = try await store.change(on: root) { try $0.save(item("x", ["a": .int(9)])) }
+            guard case .conflicts(let conflicts) = try await store.merge(a.id, c.id, strategy: .manual) else { Issue.record("no conflict"); return }
+            #expect(conflicts == [MergeConflict(key: itemKey("x"), property: "a", base: nil, ours: .int(1), theirs: .int(9))])
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func samePropertyEachStrategy(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let (_, a, b) = try await fork(store, ours: { try $0.save(Task(id: "t", title: "ours", done: false)) },
+                                           theirs: { try $0.save(Task(id: "t", title: "theirs", done: false)) })
+            guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id, strategy: .manual) else { Issue.record("no conflict"); return }
+            #expect(conflicts == [MergeConflict(key: RecordKey(type: "Task", id: "t"), property: "title", base: .string("base"), ours: .string("ours"), theirs: .string("theirs"))])
+            #expect(try await store.heads().count == 2, "a manual merge with conflicts commits nothing")
+            #expect(try await store.conflicts() == conflicts)
+            for (strategy, expected) in [(MergeStrategy.ours, "ours"), (.theirs, "theirs"), (.mostRecent, "theirs")] {
+                let (version, report) = try merged(try await store.merge(a.id, b.id, strategy: strategy))
+                #expect(report.resolved == conflicts)
+                #expect(try await store.value(Task.self, id: "t", at: version.id)?.title == expected, "\(strategy)")
+            }
+            // mostRecent gives the same commit in both directions; ours one way is theirs the other.
+            let forward = try await store.merge(a.id, b.id, strategy: .mostRecent).version?.id
+            #expect(try await store.merge(b.id, a.id, strategy: .mostRecent).version?.id == forward)
+            #expect(try await store.merge(b.id, a.id, strategy: .theirs).version?.id == store.merge(a.id, b.id, strategy: .ours).version?.id)
+        }
+    }
+
+    @Test func sameChangeOnBothSidesIsNoConflict() async throws {
+        try await withStore(.memory) { store in
+            let (_, a, b) = try await fork(store, ours: { try $0.save(Task(id: "t", title: "same", done: true)) },
+                                           theirs: { try $0.save(Task(id: "t", title: "same", done: true)) })
+            let (version, report) = try merged(try await store.merge(a.id, b.id, strategy: .manual))
+            #expect(report.resolved.isEmpty)
+            #expect(try await store.value(Task.self, id: "t", at: version.id) == Task(id: "t", title: "same", done: true))
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func removedOnBoth(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let (_, a, b) = try await fork(store, ours: { try $0.delete(Task.self, id: "t"); try $0.save(Person(id: "p", name: "P")) },
+                                           theirs: { try $0.delete(Task.self, id: "t") })
+            let (version, report) = try merged(try await store.merge(a.id, b.id, strategy: .manual))
+            #expect(report.resolved.isEmpty)
+            #expect(version.recordCount == 1)
+            #expect(try await store.value(Task.self, id: "t", at: version.id) == nil)
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func removedVersusUpdated(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let root = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)) }
+            let deleted = try await store.change(on: root) { try $0.delete(Task.self, id: "t") }
+            let updated = try await store.change(on: root) { try $0.save(Task(id: "t", title: "new", done: false)) }
+            let key = RecordKey(type: "Task", id: "t")
+            for (ours, theirs) in [(deleted, updated), (updated, deleted)] {
+                guard case .conflicts(let conflicts) = try await store.merge(ours.id, theirs.id, strategy: .manual) else { Issue.record("no conflict"); return }
+                #expect(conflicts.count == 1)
+                #expect(conflicts.first?.key == key && conflicts.first?.property == nil)
+                #expect((conflicts.first?.ours == nil) == (ours == deleted))
+                for strategy in [MergeStrategy.ours, .theirs, .mostRecent] {
+                    let (version, report) = try merged(try await store.merge(ours.id, theirs.id, strategy: strategy))
+                    #expect(report.resolved.count == 1)
+                    let winner = strategy == .ours ? ours : (strategy == .theirs ? theirs : updated)  // updated is newer
+                    let title = try await store.value(Task.self, id: "t", at: version.id)?.title
+                    #expect(title == (winner == updated ? "new" : nil), "\(strategy)")
+                }
+            }
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func childAddedOnBothSides(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let n0 = Note(id: "n0", text: "zero")
+            let (_, a, b) = try await fork(store, base: Task(id: "t", title: "base", done: false, notes: [n0]),
+                ours: { try $0.save(Task(id: "t", title: "base", done: false, notes: [n0, Note(id: "n2", text: "ours")])) },
+                theirs: { try $0.save(Task(id: "t", title: "base", done: false, notes: [n0, Note(id: "n1", text: "theirs")])) })
+            let (version, report) = try merged(try await store.merge(a.id, b.id, strategy: .manual))
+            #expect(report.resolved.isEmpty)
+            let task = try await store.value(Task.self, id: "t", at: version.id)
+            #expect(task?.notes.map(\.id) == ["n0", "n1", "n2"])
+            #expect(try await store.merge(b.id, a.id, strategy: .manual).version?.id == version.id)
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func childRemovedOnOneSideEditedOnTheOther(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let (_, a, b) = try await fork(store, base: Task(id: "t", title: "base", done: false, notes: [Note(id: "n1", text: "old"), Note(id: "n2", text: "keep")]),
+                ours: { try $0.save(Task(id: "t", title: "base", done: false, notes: [Note(id: "n2", text: "keep")])) },
+                theirs: { try $0.save(Task(id: "t", title: "edited", done: false, notes: [Note(id: "n1", text: "new"), Note(id: "n2", text: "keep")])) })
+            guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id, strategy: .manual) else { Issue.record("no conflict"); return }
+            #expect(conflicts.map(\.key) == [RecordKey(type: "Note", id: "n1")])
+            for strategy in [MergeStrategy.ours, .theirs, .mostRecent] {
+                let (version, _) = try merged(try await store.merge(a.id, b.id, strategy: strategy))
+                // The parent decides: its notes array merged to [n2], so n1 goes whoever won it.
+                #expect(try await store.value(Task.self, id: "t", at: version.id) == Task(id: "t", title: "edited", done: false, notes: [Note(id: "n2", text: "keep")]))
+                #expect(try await store.record(RecordKey(type: "Note", id: "n1"), at: version.id) == nil, "no orphan with \(strategy)")
+                #expect(version.recordCount == 2)
+            }
+        }
+    }
+
+    @Test func deletedParentKeptByTheOtherSideKeepsItsChildren() async throws {
+        try await withStore(.memory) { store in
+            let (_, a, b) = try await fork(store, base: Task(id: "t", title: "base", done: false, notes: [Note(id: "n1", text: "x")]),
+                ours: { try $0.delete(Task.self, id: "t") },
+                theirs: { try $0.save(Task(id: "t", title: "edited", done: false, notes: [Note(id: "n1", text: "x")])) })
+            let (version, _) = try merged(try await store.merge(a.id, b.id, strategy: .theirs))
+            #expect(try await store.value(Task.self, id: "t", at: version.id)?.notes.map(\.id) == ["n1"])
+            let (deleted, _) = try merged(try await store.merge(a.id, b.id, strategy: .ours))
+            #expect(deleted.recordCount == 0)
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func referenceToRecordDeletedOnTheOtherSide(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let root = try await store.change(on: nil) { try $0.save(Person(id: "p", name: "P")); try $0.save(Task(id: "t", title: "x", done: false)) }
+            let a = try await store.change(on: root) { try $0.save(Task(id: "t", title: "x", done: false, owner: Ref(id: "p"))) }
+            let b = try await store.change(on: root) { try $0.delete(Person.self, id: "p") }
+            let (version, report) = try merged(try await store.merge(a.id, b.id, strategy: .manual))
+            #expect(report.resolved.isEmpty)
+            #expect(try await store.value(Task.self, id: "t", at: version.id)?.owner == Ref(id: "p"))
+            #expect(try await store.value(Person.self, id: "p", at: version.id) == nil)
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func fastForward(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let root = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "x", done: false)) }
+            let later = try await store.change(on: root) { try $0.save(Task(id: "t", title: "y", done: false)) }
+            guard case .fastForward(let version) = try await store.merge(root.id, later.id) else { Issue.record("no fast-forward"); return }
+            #expect(version.id == later.id)
+            guard case .fastForward(let again) = try await store.merge(later.id, root.id) else { Issue.record("no fast-forward"); return }
+            #expect(again.id == later.id)
+            #expect(try await store.heads().map(\.id) == [later.id])
+            guard case .fastForward(let single)? = try await store.mergeHeads() else { Issue.record("no fast-forward"); return }
+            #expect(single.id == later.id)
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func unrelatedHistories(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let a = try await store.change(on: nil) { try $0.save(Task(id: "a", title: "A", done: false)); try $0.save(item("x", ["v": .int(1)])) }
+            let b = try await store.change(on: nil) { try $0.save(Task(id: "b", title: "B", done: false)); try $0.save(item("x", ["v": .int(1)])) }
+            #expect(try await store.heads().count == 2)
+            guard case .merged(let version, let report)? = try await store.mergeHeads(strategy: .manual) else { Issue.record("no merge"); return }
+            #expect(report.ancestor == nil)
+            #expect(try await store.values(Task.self, at: version.id).map(\.id) == ["a", "b"])
+            #expect(version.recordCount == 3)
+            #expect(Set(version.parents) == [a.id, b.id])
+            #expect(try await store.heads().map(\.id) == [version.id])
+        }
+    }
+
+    @Test(arguments: AdapterKind.allCases) func crissCross(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            let root = try await store.change(on: nil) { try $0.save(item("x", ["v": .int(0)])); try $0.save(item("y", ["v": .int(0)])) }
+            let a1 = try await store.change(on: root) { try $0.save(item("x", ["v": .int(1)])) }
+            let b1 = try await store.change(on: root) { try $0.save(item("y", ["v": .int(1)])) }
+            // Two different merges of a1 and b1, each carrying on one side.
+            var m1Changes = ChangeSet(); try m1Changes.save(item("x", ["v": .int(1)])); try m1Changes.save(item("y", ["v": .int(1)])); try m1Changes.save(item("m1", [:]))
+            let m1 = try await store.commit(m1Changes, parents: [a1.id, b1.id])
+            var m2Changes = ChangeSet(); try m2Changes.save(item("y", ["v": .int(1)])); try m2Changes.save(item("x", ["v": .int(1)])); try m2Changes.save(item("m2", [:]))
+            let m2 = try await store.commit(m2Changes, parents: [b1.id, a1.id])
+            let a2 = try await store.change(on: m1) { try $0.save(item("x", ["v": .int(2)])) }
+            let b2 = try await store.change(on: m2) { try $0.save(item("z", [:])) }
+
+            let ancestry = try await CommonAncestor.find(a2, b2, store: store)
+            #expect(Set(ancestry.candidates.map(\.id)) == [a1.id, b1.id])
+            #expect(ancestry.ancestor?.id == [a1, b1].sorted(by: Store.newestFirst).first?.id)
+            let (version, report) = try merged(try await store.merge(a2.id, b2.id, strategy: .manual))
+            #expect(report.resolved.isEmpty)
+            let records = try await store.records(ofType: "Item", at: version.id)
+            #expect(records.map(\.key.id) == ["m1", "m2", "x", "y", "z"])
+            #expect(records.first { $0.key.id == "x" }?.properties["v"] == .int(2))
+            #expect(try await store.merge(b2.id, a2.id, strategy: .manual).version?.id == version.id)
+        }
+    }
+
+    @Test func clockRunningBehindStillWinsWhenCausallyLater() async throws {
+        let backend = MemoryBackend()
+        let ahead = Store(backend: backend, configuration: .init(replica: "ahead", clock: { Date(timeIntervalSince1970: 1_763_700_000) }))
+        let behind = Store(backend: backend, configuration: .init(replica: "behind", clock: { Date(timeIntervalSince1970: 1_763_700_000 - 3600) }))
+        let root = try await ahead.change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)) }
+        let a1 = try await ahead.change(on: root) { try $0.save(Task(id: "t", title: "ahead", done: false)) }
+        let seen = try await ahead.change(on: root) { try $0.save(Person(id: "p", name: "P")) }
+        // The replica behind has seen `seen` and then renames the task: causally later than
+        // `seen`, and later than a1 by the hybrid clock, though its wall clock says an hour earlier.
+        let b1 = try await behind.change(on: seen) { try $0.save(Task(id: "t", title: "behind", done: false)) }
+        #expect(b1.time > a1.time)
+        let (version, _) = try merged(try await ahead.merge(a1.id, b1.id, strategy: .mostRecent))
+        #expect(try await ahead.value(Task.self, id: "t", at: version.id)?.title == "behind")
+        #expect(try await behind.merge(b1.id, a1.id, strategy: .mostRecent).version?.id == version.id)
+    }
+
+    @Test func typeResolverAndOverride() async throws {
+        var resolvers = MergeResolvers()
+        resolvers.register(Task.self) { base, ours, theirs in
+            var merged = ours
+            merged.title = [ours.title, theirs.title].sorted().joined(separator: "+")
+            merged.notes = (ours.notes + theirs.notes).filter { note in base?.notes.contains(note) != true }
+            return merged
+        }
+        resolvers.register(Person.self, strategy: .ours)
+        try await withStore(.memory, strategy: .theirs, resolvers: resolvers) { store in
+            let root = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)); try $0.save(Person(id: "p", name: "base")) }
+            let a = try await store.change(on: root) { try $0.save(Task(id: "t", title: "b", done: false, notes: [Note(id: "n1", text: "1")])); try $0.save(Person(id: "p", name: "ours")) }
+            let b = try await store.change(on: root) { try $0.save(Task(id: "t", title: "a", done: true)); try $0.save(Person(id: "p", name: "theirs")) }
+            let (version, report) = try merged(try await store.merge(a.id, b.id))
+            #expect(report.resolved.count == 2)
+            #expect(try await store.value(Task.self, id: "t", at: version.id) == Task(id: "t", title: "a+b", done: false, notes: [Note(id: "n1", text: "1")]))
+            #expect(try await store.value(Person.self, id: "p", at: version.id)?.name == "ours")
+            // An explicit manual merge ignores the overrides.
+            guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id, strategy: .manual) else { Issue.record("no conflicts"); return }
+            #expect(conflicts.map(\.property) == ["name", "title"])
+        }
+    }
+
+    @Test func sameHeadsGiveTheSameCommitInAnotherStore() async throws {
+        let first = MemoryBackend()
+        let one = Store(backend: first, configuration: .init(replica: "one"))
+        let (_, a, b) = try await fork(one, ours: { try $0.save(Task(id: "t", title: "ours", done: false)) },
+                                       theirs: { try $0.save(Task(id: "t", title: "base", done: true)); try $0.save(Person(id: "p", name: "P")) })
+        let second = MemoryBackend()
+        try await sync(from: first, to: second)
+        let two = Store(backend: second, configuration: .init(replica: "two", clock: { Date(timeIntervalSince1970: 0) }))
+        let here = try await one.merge(a.id, b.id).version
+        let there = try await two.merge(b.id, a.id).version
+        #expect(here != nil && here?.id == there?.id)
+        #expect(try await first.get(here!.id) == second.get(there!.id))
+    }
+
+    @Test func threeReplicasConvergeWhateverTheOrder() async throws {
+        let backends = [MemoryBackend(), MemoryBackend(), MemoryBackend()]
+        let stores = backends.enumerated().map { index, backend in
+            let clock = TickClock(start: 1_763_700_000 + Double(index) * 0.25)
+            return Store(backend: backend, configuration: .init(replica: "r\(index)", clock: { clock.read() }))
+        }
+        let root = try await stores[0].change(on: nil) { for id in ["x", "y", "z"] { try $0.save(item(id, ["v": .int(0), "w": .int(0)])) } }
+        for backend in backends.dropFirst() { try await sync(from: backends[0], to: backend) }
+        for (index, store) in stores.enumerated() {
+            try await store.change(on: root) { try $0.save(item(["x", "y", "z"][index], ["v": .int(Int64(index) + 1), "w": .int(0)])); try $0.save(item("shared", ["v": .int(Int64(index))])) }
+            try await store.change(on: try await store.head()) { try $0.save(item("x", ["v": .int(0), "w": .int(Int64(index) + 7)])) }
+        }
+        // Pairwise merges in different orders...
+        try await sync(from: backends[1], to: backends[0]); try await stores[0].mergeHeads()
+        try await sync(from: backends[2], to: backends[1]); try await stores[1].mergeHeads()
+        try await sync(from: backends[0], to: backends[2]); try await stores[2].mergeHeads()
+        // ... then everyone syncs with everyone and merges what they have.
+        try await sync(from: backends[1], to: backends[0]); try await sync(from: backends[2], to: backends[0])
+        for backend in backends.dropFirst() { try await sync(from: backends[0], to: backend) }
+        var finals = [Hash]()
+        for store in stores { finals.append(try #require(try await store.mergeHeads()?.version?.id)) }
+        #expect(Set(finals).count == 1)
+        for store in stores { #expect(try await store.heads().map(\.id) == [finals[0]]) }
+    }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5]) func randomEditsMergeTheSameBothWays(seed: UInt64) async throws {
+        var random = SeededGenerator(seed: seed)
+        let left = MemoryBackend(), right = MemoryBackend()
+        let clockA = TickClock(), clockB = TickClock(start: 1_763_700_000.5)
+        let a = Store(backend: left, configuration: .init(replica: "a", clock: { clockA.read() }))
+        let b = Store(backend: right, configuration: .init(replica: "b", clock: { clockB.read() }))
+        let root = try await a.change(on: nil) { changes in
+            for i in 0..<20 { try changes.save(item("i\(i)", ["p": .int(0), "q": .int(0)])) }
+        }
+        try await sync(from: left, to: right)
+        for store in [a, b] {
+            for _ in 0..<8 {
+                let head = try await store.head()
+                var changes = ChangeSet()
+                for _ in 0..<3 {
+                    let id = "i\(Int.random(in: 0..<25, using: &random))"
+                    switch Int.random(in: 0..<4, using: &random) {
+                    case 0: changes.delete(itemKey(id))
+                    default:
+                        let property = ["p", "q", "r"].randomElement(using: &random)!
+                        var properties = try await store.record(itemKey(id), at: head?.id)?.properties ?? [:]
+                        properties[property] = .int(Int64.random(in: 0..<5, using: &random))
+                        try changes.save(item(id, properties))
+                    }
+                }
+                try await store.commit(changes, parents: head.map { [$0.id] } ?? [])
+            }
+        }
+        _ = root
+        let headA = try #require(try await a.head()), headB = try #require(try await b.head())
+        try await sync(from: left, to: right)
+        try await sync(from: right, to: left)
+        let here = try await a.merge(headA.id, headB.id, strategy: .mostRecent).version
+        let there = try await b.merge(headB.id, headA.id, strategy: .mostRecent).version
+        #expect(here != nil && here?.id == there?.id)
+    }
+}
