@@ -78,6 +78,28 @@ import Testing
         #expect(root == Store.emptyRoot.hash)
     }
 
+    /// Small trees are where a root splits into a copy of itself plus a new node, or collapses:
+    /// every single insert and delete on trees of 0 to 60 records must match a fresh build.
+    @Test func singleEditsOnSmallTreesMatchAFreshBuild() async throws {
+        var random = SeededGenerator(seed: 2026)
+        for size in 0...60 {
+            for _ in 0..<12 {
+                let backend = MemoryBackend()
+                try await backend.put([Store.emptyRoot])
+                let ids = Array(Set((0..<size).map { _ in Int.random(in: 0..<200, using: &random) }))
+                var model = Dictionary(uniqueKeysWithValues: ids.map { (IndexTests.key($0), IndexTests.payload($0)) })
+                var root = try await apply(model.map { IndexEdit(key: $0.key, payload: $0.value) }, to: Store.emptyRoot.hash, backend: backend)
+                let target = Int.random(in: 0..<200, using: &random)
+                let delete = !model.isEmpty && Bool.random(using: &random)
+                let key = delete ? model.keys.randomElement(using: &random)! : IndexTests.key(target)
+                model[key] = delete ? nil : IndexTests.payload(target, version: 1)
+                root = try await apply([IndexEdit(key: key, payload: model[key])], to: root, backend: backend)
+                let expected = IndexTests.referenceRoot(model.sorted { compareKeys($0.key, $1.key) < 0 }.map { IndexEntry(key: $0.key, payload: $0.value) })
+                #expect(root == expected, "size \(size), \(delete ? "delete" : "insert")")
+            }
+        }
+    }
+
     @Test func mixedUpdatesMatchAFreshBuild() async throws {
         var random = SeededGenerator(seed: 99)
         let backend = MemoryBackend()
