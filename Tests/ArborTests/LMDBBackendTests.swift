@@ -54,18 +54,6 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
         Store(backend: try LMDBBackend.open(.init(path: path)), configuration: .init(nodeCacheCapacity: 0))
     }
 
-    @Test func createAndReopen() async throws {
-        try await withPath { path in
-            let store = Store(backend: try LMDBBackend.create(.init(path: path)))
-            let version = try await store.save(Task(id: "t", title: "hello", done: false))
-            try await store.close()
-            let reopened = try fresh(path)
-            #expect(try await reopened.head()?.id == version.id)
-            #expect(try await reopened.value(Task.self, id: "t")?.title == "hello")
-            try await reopened.close()
-            await #expect { try await reopened.heads() } throws: { ($0 as? ArborError)?.code == .closed }
-        }
-    }
 
     @Test func twoBackendsOnOneFolderShareTheEnvironment() async throws {
         try await withPath { path in
@@ -81,20 +69,6 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
         }
     }
 
-    @Test func createOnAnExistingStoreLeavesItIntact() async throws {
-        try await withPath { path in
-            let store = Store(backend: try LMDBBackend.create(.init(path: path)))
-            let version = try await store.save(Task(id: "t", title: "kept", done: true))
-            #expect { try LMDBBackend.create(.init(path: path)) } throws: { error in
-                (error as? ArborError)?.code == .alreadyExists && "\(error)".contains(path)
-            }
-            try await store.close()
-            let reopened = try fresh(path)
-            #expect(try await reopened.head()?.id == version.id)
-            #expect(try await reopened.value(Task.self, id: "t")?.title == "kept")
-            try await reopened.close()
-        }
-    }
 
     @Test func missingAndUnwritableFolders() throws {
         let missing = "/nonexistent-\(UUID())/store"

@@ -58,30 +58,7 @@ func randomBytes(_ count: Int) -> Data {
         Store(backend: try SQLiteBackend.open(.init(path: path)), configuration: .init(nodeCacheCapacity: 0))
     }
 
-    @Test func createAndReopen() async throws {
-        try await withPath { path in
-            let store = Store(backend: try SQLiteBackend.create(.init(path: path)))
-            let version = try await store.save(Task(id: "t", title: "hello", done: false))
-            try await store.close()
-            let reopened = try fresh(path)
-            #expect(try await reopened.head()?.id == version.id)
-            #expect(try await reopened.value(Task.self, id: "t")?.title == "hello")
-            try await reopened.close()
-            await #expect { try await reopened.heads() } throws: { ($0 as? ArborError)?.code == .closed }
-        }
-    }
 
-    @Test func createOnAnExistingStoreLeavesItIntact() async throws {
-        try await withPath { path in
-            let store = Store(backend: try SQLiteBackend.create(.init(path: path)))
-            let version = try await store.save(Task(id: "t", title: "kept", done: true))
-            #expect { try SQLiteBackend.create(.init(path: path)) } throws: { error in
-                (error as? ArborError)?.code == .alreadyExists && "\(error)".contains(path)
-            }
-            #expect(try await fresh(path).head()?.id == version.id)
-            #expect(try await fresh(path).value(Task.self, id: "t")?.title == "kept")
-        }
-    }
 
     @Test func missingAndUnwritableFolders() throws {
         let missing = "/nonexistent-\(UUID())/store.sqlite"
