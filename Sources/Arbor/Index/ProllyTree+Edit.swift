@@ -189,24 +189,6 @@ extension ProllyTree {
     /// Loads, level by level and in one batch per level, every node on the paths to `keys`, so
     /// that the edit itself runs from the cache (one round trip per level on remote engines).
     static func prefetch(_ keys: [[UInt8]], root: IndexNode, source: NodeSource) async throws {
-        var frontier: [(node: IndexNode, keys: ArraySlice<[UInt8]>)] = [(root, keys[...])]
-        while let first = frontier.first, first.node.level > 0 {
-            var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
-            for (node, nodeKeys) in frontier {
-                var start = nodeKeys.startIndex
-                while start < nodeKeys.endIndex {
-                    let index = node.childIndex(covering: nodeKeys[start])
-                    var end = start + 1
-                    let limit = node.entries[index].key
-                    let isLast = index == node.entries.count - 1
-                    while end < nodeKeys.endIndex, isLast || compareKeys(nodeKeys[end], limit) <= 0 { end += 1 }
-                    guard case .node(let child, _) = node.entries[index].payload else { break }
-                    next.append((child, nodeKeys[start..<end]))
-                    start = end
-                }
-            }
-            let nodes = try await source.nodes(next.map(\.hash))
-            frontier = zip(nodes, next).map { ($0, $1.keys) }
-        }
+        _ = try await leaves(covering: keys[...], root: root, source: source)
     }
 }

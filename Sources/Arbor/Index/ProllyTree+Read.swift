@@ -15,40 +15,50 @@ extension ProllyTree {
         return node.entries[index].key == key ? node.entries[index].payload : nil
     }
 
-    /// The payloads stored under `keys` (sorted), fetching each level's nodes in one batch.
+    /// The leaves that cover `keys` (sorted), each with the keys it covers, fetching each
+    /// level's nodes in one batch: one round trip per level on remote engines.
     ///
-    /// - Complexity: O(k log n) node reads for `k` keys in a tree of `n` records.
-    static func lookup(_ keys: [[UInt8]], root rootHash: Hash, source: NodeSource) async throws -> [[UInt8]: IndexPayload] {
-        guard !keys.isEmpty else { return [:] }
-        let root = try await source.node(rootHash)
-        var frontier: [(node: IndexNode, keys: ArraySlice<[UInt8]>)] = [(root, keys[...])]
-        var result = [[UInt8]: IndexPayload]()
-        while !frontier.isEmpty {
-            if frontier[0].node.level == 0 {
-                for (leaf, leafKeys) in frontier {
-                    for key in leafKeys {
-                        let index = leaf.entries.isEmpty ? 0 : leaf.childIndex(covering: key)
-                        if index < leaf.entries.count, leaf.entries[index].key == key {
-                            result[key] = leaf.entries[index].payload
-                        }
-                    }
-                }
-                break
-            }
+    /// - Complexity: O(k log n) node reads for `k` keys.
+    static func leaves(
+        covering keys: ArraySlice<[UInt8]>, root: IndexNode, source: NodeSource
+    ) async throws -> [(leaf: IndexNode, keys: ArraySlice<[UInt8]>)] {
+        var frontier = [(leaf: root, keys: keys)]
+        while let first = frontier.first, first.leaf.level > 0 {
             var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
             for (node, nodeKeys) in frontier {
                 var start = nodeKeys.startIndex
                 while start < nodeKeys.endIndex {
                     let index = node.childIndex(covering: nodeKeys[start])
+                    // The last child also covers every key past the node's last key.
+                    let isLast = index == node.entries.count - 1
                     let limit = node.entries[index].key
                     var end = start + 1
-                    while end < nodeKeys.endIndex, compareKeys(nodeKeys[end], limit) <= 0 { end += 1 }
-                    if case .node(let child, _) = node.entries[index].payload { next.append((child, nodeKeys[start..<end])) }
+                    while end < nodeKeys.endIndex, isLast || compareKeys(nodeKeys[end], limit) <= 0 { end += 1 }
+                    guard case .node(let child, _) = node.entries[index].payload else {
+                        throw ArborError(.corruptObject, "malformed index: a branch entry does not name a node")
+                    }
+                    next.append((child, nodeKeys[start..<end]))
                     start = end
                 }
             }
             let nodes = try await source.nodes(next.map(\.hash))
-            frontier = zip(nodes, next).map { ($0, $1.keys) }
+            frontier = zip(nodes, next).map { (leaf: $0, keys: $1.keys) }
+        }
+        return frontier
+    }
+
+    /// The payloads stored under `keys` (sorted), fetching each level's nodes in one batch.
+    ///
+    /// - Complexity: O(k log n) node reads for `k` keys in a tree of `n` records.
+    static func lookup(_ keys: [[UInt8]], root rootHash: Hash, source: NodeSource) async throws -> [[UInt8]: IndexPayload] {
+        guard !keys.isEmpty else { return [:] }
+        var result = [[UInt8]: IndexPayload]()
+        for (leaf, leafKeys) in try await leaves(covering: keys[...], root: try await source.node(rootHash), source: source) {
+            guard !leaf.entries.isEmpty else { continue }
+            for key in leafKeys {
+                let index = leaf.childIndex(covering: key)
+                if leaf.entries[index].key == key { result[key] = leaf.entries[index].payload }
+            }
         }
         return result
     }

@@ -32,11 +32,7 @@ public struct Snapshot: Sendable {
     ///
     /// - Complexity: O(log n + m) node reads for `m` records of the type.
     public func records(ofType type: String) async throws -> [Record] {
-        var result = [Record]()
-        try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: store.makeSource()) { entries in
-            result += try await store.decode(entries.map { ($0.key, $0.payload) })
-        }
-        return result
+        try await store.records(ofType: type, root: root, source: store.makeSource())
     }
 
     /// The value `id` of `type` with its whole tree, or `nil` if absent.

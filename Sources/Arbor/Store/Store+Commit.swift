@@ -58,25 +58,6 @@ extension Store {
         try changes.save(value)
         return try await commit(changes, message: message)
     }
-
-    /// The records of `keys` that exist at `root`, and every record they own there, one
-    /// ownership level per batch.
-    func withDescendants(_ keys: [RecordKey], root: Hash, source: NodeSource) async throws -> [RecordKey] {
-        var seen = Set(keys)
-        var result = [RecordKey]()
-        var frontier = keys
-        while !frontier.isEmpty {
-            let found = try await records(frontier, root: root, source: source)
-            var next = [RecordKey]()
-            for key in frontier {
-                guard let record = found[key] else { continue }
-                result.append(key)
-                for child in record.childKeys where seen.insert(child).inserted { next.append(child) }
-            }
-            frontier = next
-        }
-        return result
-    }
 }
 
 /// What a change set does, worked out before the index is touched.
@@ -183,6 +164,7 @@ struct CommitPlan {
         }
         guard !candidates.isEmpty else { return [] }
         // Everything the orphans own goes too, except records this commit saves (moved elsewhere).
-        return try await store.withDescendants(candidates, root: base, source: source).filter { !isSaved($0) }
+        let orphaned = try await store.records(candidates, root: base, source: source)
+        return try await store.withChildren(orphaned, root: base, source: source).keys.filter { !isSaved($0) }
     }
 }

@@ -17,6 +17,15 @@ extension Store {
         }
     }
 
+    /// Every record of `type` at `root`, in id order: one range scan of the index.
+    func records(ofType type: String, root: Hash, source: NodeSource) async throws -> [Record] {
+        var result = [Record]()
+        try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: source) { entries in
+            result += try await decode(entries.map { ($0.key, $0.payload) })
+        }
+        return result
+    }
+
     /// The records among `keys` present in the index at `root`.
     func records(_ keys: [RecordKey], root: Hash, source: NodeSource) async throws -> [RecordKey: Record] {
         guard !keys.isEmpty else { return [:] }
@@ -72,10 +81,7 @@ extension Store {
 
     func values<Value: Storable>(_ type: Value.Type, root: Hash) async throws -> [Value] {
         let source = makeSource()
-        var roots = [Record]()
-        try await ProllyTree.scan(prefix: RecordKey.typePrefix(Value.typeName), root: root, source: source) { entries in
-            roots += try await decode(entries.map { ($0.key, $0.payload) })
-        }
+        let roots = try await records(ofType: Value.typeName, root: root, source: source)
         let tree = try await withChildren(Dictionary(roots.map { ($0.key, $0) }, uniquingKeysWith: { $1 }), root: root, source: source)
         return try roots.map { try decodeValue(type, key: $0.key, tree: tree) }
     }
@@ -97,7 +103,7 @@ extension Store {
     }
 
     /// `records` plus every record they own, loaded one ownership level per batch.
-    private func withChildren(_ records: [RecordKey: Record], root: Hash, source: NodeSource) async throws -> [RecordKey: Record] {
+    func withChildren(_ records: [RecordKey: Record], root: Hash, source: NodeSource) async throws -> [RecordKey: Record] {
         var tree = records
         var frontier = records.values.flatMap(\.childKeys).filter { tree[$0] == nil }
         while !frontier.isEmpty {
