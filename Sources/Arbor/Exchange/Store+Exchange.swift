@@ -17,12 +17,15 @@ extension Store {
     ///
     /// The stores may be on any two backends; the exchange only uses the ``Backend`` protocol.
     ///
+    /// `batchSize` is the most objects written to the target in one call (one transaction on the
+    /// transactional engines).
+    ///
     /// - Complexity: O(m + k log n) objects read and written for `m` missing versions whose
     ///   indexes differ from what the target has in `k` records of `n`; O(height) memory besides
     ///   the list of missing versions.
     @discardableResult
-    public func exchange(to target: Store, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
-        try await Transfer(from: backend, to: target.backend, progress: progress).exchange()
+    public func exchange(to target: Store, batchSize: Int = 2_000, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
+        try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: max(1, batchSize)).exchange()
     }
 
     /// Brings this store and `other` to the same heads: exchanges both ways, merges the heads
