@@ -21,7 +21,7 @@ final class ProgressBar: Sendable {
     }
 
     private func draw(_ progress: TransferProgress) {
-        let line = "\r\(label) " + ProgressBar.text(progress) + "\u{1B}[K"
+        let line = "\r\(label) " + progress.line + "\u{1B}[K"
         shown.withLock { shown in
             shown = true
             FileHandle.standardError.write(Data(line.utf8))
@@ -34,18 +34,6 @@ final class ProgressBar: Sendable {
             if shown { FileHandle.standardError.write(Data("\n".utf8)) }
             shown = false
         }
-    }
-
-    /// `[#####-----]  42%  versions 3/10  12,345 objects  4.5 MB  1.2 MB/s  ETA 0:12`.
-    static func text(_ progress: TransferProgress) -> String {
-        let width = 20
-        let filled = Int((progress.fractionDone * Double(width)).rounded(.down))
-        var text = "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]"
-        text += String(format: " %3d%%", Int(progress.fractionDone * 100))
-        text += "  versions \(progress.versionsDone)/\(progress.versionsTotal)"
-        text += "  \(progress.objects) objects  \(bytes(progress.bytes))  \(bytes(Int(progress.bytesPerSecond)))/s"
-        if let remaining = progress.secondsRemaining { text += "  ETA " + duration(remaining) }
-        return text
     }
 
     static func bytes(_ count: Int) -> String {
@@ -64,5 +52,19 @@ final class ProgressBar: Sendable {
         return total >= 3600
             ? String(format: "%d:%02d:%02d", total / 3600, total / 60 % 60, total % 60)
             : String(format: "%d:%02d", total / 60, total % 60)
+    }
+}
+
+extension TransferProgress {
+    /// `[########------------]  42%  versions 3/10  12345 objects  4.5 MB  1.2 MB/s  ETA 0:12`.
+    public var line: String {
+        let width = 20
+        let filled = Int((fractionDone * Double(width)).rounded(.down))
+        var text = "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]"
+        text += String(format: " %3d%%", Int(fractionDone * 100))
+        text += "  versions \(versionsDone)/\(versionsTotal)"
+        text += "  \(objects) objects  \(ProgressBar.bytes(bytes))  \(ProgressBar.bytes(Int(bytesPerSecond)))/s"
+        if let secondsRemaining { text += "  ETA " + ProgressBar.duration(secondsRemaining) }
+        return text
     }
 }

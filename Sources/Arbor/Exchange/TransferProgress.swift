@@ -15,6 +15,15 @@ public struct TransferProgress: Sendable {
     /// current version already copied or found present.
     public var fractionDone: Double
 
+    public init(versionsDone: Int, versionsTotal: Int, objects: Int, bytes: Int, seconds: Double, fractionDone: Double) {
+        self.versionsDone = versionsDone
+        self.versionsTotal = versionsTotal
+        self.objects = objects
+        self.bytes = bytes
+        self.seconds = seconds
+        self.fractionDone = fractionDone
+    }
+
     /// Bytes written per second so far.
     public var bytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds : 0 }
 
