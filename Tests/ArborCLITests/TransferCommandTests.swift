@@ -100,6 +100,32 @@ import Testing
         }
     }
 
+    @Test func demoSyncsMigratesAndVerifies() async throws {
+        try await withFolder { folder in
+            var arguments = ["demo", "--folder", folder + "/demo"]
+            var dropDatabase: (@Sendable () -> Void)?
+            if PostgresConcurrencyTests.isEnabled {
+                let (url, drop) = try ExchangeKillTests.makeStore(.postgres)
+                arguments += ["--postgres", url]
+                dropDatabase = drop
+            }
+            defer { dropDatabase?() }
+            let command = try #require(try ArborCommand.parseAsRoot(arguments) as? DemoCommand)
+            var output = ""
+            try await command.execute(&output)
+            #expect(output.contains("1 conflict settled"))
+            #expect(output.contains("Both are at"))
+            #expect(output.contains("Migrated the phone's store to LMDB"))
+            #expect(output.contains("Migrated the phone's store to PostgreSQL") == PostgresConcurrencyTests.isEnabled)
+            #expect(output.contains("the same content has the same hash"))
+            let heads = try await arbor("heads", "lmdb:\(folder)/demo/archive.lmdb")
+            #expect(try await arbor("heads", "sqlite:\(folder)/demo/phone.sqlite") == heads)
+            #expect(try await arbor("heads", "json:\(folder)/demo/laptop") == heads)
+            // The demo never writes over a folder that holds something.
+            #expect(await arborError("demo", "--folder", folder + "/demo")?.code == .alreadyExists)
+        }
+    }
+
     @Test func progressLineShowsCountsRateAndETA() {
         let progress = TransferProgress(versionsDone: 3, versionsTotal: 10, objects: 12_345, bytes: 4_500_000, seconds: 2, fractionDone: 0.4)
         let text = progress.line
