@@ -158,6 +158,31 @@ import Testing
         }
     }
 
+    @Test func verificationCatchesMissingAndForeignObjects() async throws {
+        try await withStores(.memory, .memory) { stores in
+            let (source, target) = (stores[0], stores[1])
+            let head = try await fill(source, tasks: 300, commits: 2)
+            try await source.migrate(to: target)
+            var report = try await source.migrate(to: Store(backend: MemoryBackend()))
+            // A foreign object in the target.
+            let foreign: [UInt8] = [0xA1, 4, 1, 2, 3]
+            try await target.backend.put([(Hash.of(foreign), foreign)])
+            await #expect {
+                try await MigrationCheck(source: source.backend, target: target.backend, latestOnly: false).run(&report)
+            } throws: { ($0 as? ArborError)?.message.contains("not in the source") == true }
+            // A leaf missing from the head's index.
+            try await target.backend.delete([Hash.of(foreign)])
+            let objects = try await allObjects(target.backend)
+            let leaf = try #require(objects.first { (try? ObjectLinks($0.value).kind) == .leaf }?.key)
+            try await target.backend.delete([leaf])
+            await #expect {
+                var walk = IndexCheck(backend: target.backend)
+                for version in try await source.log() { try await walk.check(root: version.root) }
+            } throws: { ($0 as? ArborError)?.code == .missingObject }
+            #expect(head.recordCount > 0)
+        }
+    }
+
     @Test func migrateRefusesATargetWithVersionsAndLeavesIt() async throws {
         try await withStores(.memory, .memory) { stores in
             try await fill(stores[0])

@@ -66,9 +66,10 @@ struct MigrationCheck {
 }
 
 /// Walks one index from its root and checks that every node and blob is present, matches its
-/// hash, and is of the kind and level its parent says.
+/// hash, and is of the kind, level and record count its parent says.
 ///
-/// - Complexity: O(*s*) reads for an index of *s* objects; O(height × fanout) memory.
+/// - Complexity: O(*s*) reads for an index of *s* objects, in requests of up to a thousand
+///   siblings; O(height × 1,024) objects in memory.
 struct IndexCheck {
     let backend: any Backend
     private(set) var objects = 0
@@ -77,31 +78,43 @@ struct IndexCheck {
 
     mutating func check(root: Hash) async throws {
         let bytes = try await ObjectFetch.verified([root], from: backend)[root] ?? []
-        let links = try ObjectLinks.read(root, bytes, expecting: nil, in: backend, operation: "verify")
+        let links = try read(root, bytes, expecting: nil)
         guard links.kind == .leaf || links.kind == .branch else {
             throw ArborError(.corruptObject, "object \(root) is a \(links.kind.name), not an index node", backend: backend.engineName, operation: "verify")
         }
-        try await check(root, links)
+        try await check([(root, links)])
     }
 
-    private mutating func check(_ hash: Hash, _ links: ObjectLinks) async throws {
-        objects += 1
-        if links.kind == .leaf {
-            let blobs = try await ObjectFetch.verified(links.blobs, from: backend)
-            for blob in links.blobs {
-                _ = try ObjectLinks.read(blob, blobs[blob] ?? [], expecting: .blob, in: backend, operation: "verify")
-            }
-            objects += links.blobs.count
+    private func read(_ hash: Hash, _ bytes: [UInt8], expecting kind: ObjectKind?) throws -> ObjectLinks {
+        try ObjectLinks.read(hash, bytes, expecting: kind, in: backend, operation: "verify")
+    }
+
+    /// Checks sibling nodes of one level, and everything below them.
+    private mutating func check(_ group: [(hash: Hash, links: ObjectLinks)]) async throws {
+        objects += group.count
+        let level = group[0].links.kind == .leaf ? 0 : group[0].links.level
+        if level == 0 {
+            let blobs = group.flatMap(\.links.blobs)
+            let fetched = try await ObjectFetch.verified(blobs, from: backend)
+            for blob in blobs { _ = try read(blob, fetched[blob] ?? [], expecting: .blob) }
+            objects += blobs.count
             return
         }
-        let children = try await ObjectFetch.verified(links.children.map(\.hash), from: backend)
-        for child in links.children {
-            let childLinks = try ObjectLinks.read(child.hash, children[child.hash] ?? [], expecting: links.level == 1 ? .leaf : .branch, in: backend, operation: "verify")
-            let count = childLinks.kind == .leaf ? childLinks.recordCount : childLinks.children.reduce(0) { $0 + $1.count }
-            guard (childLinks.kind == .leaf || childLinks.level == links.level - 1), count == child.count else {
-                throw ArborError(.corruptObject, "index node \(child.hash) does not fit below \(hash) (level or record count)", backend: backend.engineName, operation: "verify")
+        let children = group.flatMap { node in node.links.children.map { (parent: node.hash, child: $0) } }
+        var start = 0
+        while start < children.count {
+            let chunk = children[start..<min(start + Transfer.groupSize, children.count)]
+            let fetched = try await ObjectFetch.verified(chunk.map(\.child.hash), from: backend)
+            let childGroup = try chunk.map { entry -> (hash: Hash, links: ObjectLinks) in
+                let links = try read(entry.child.hash, fetched[entry.child.hash] ?? [], expecting: level == 1 ? .leaf : .branch)
+                let count = links.kind == .leaf ? links.recordCount : links.children.reduce(0) { $0 + $1.count }
+                guard links.kind == .leaf || links.level == level - 1, count == entry.child.count else {
+                    throw ArborError(.corruptObject, "index node \(entry.child.hash) does not fit below \(entry.parent) (level or record count)", backend: backend.engineName, operation: "verify")
+                }
+                return (entry.child.hash, links)
             }
-            try await check(child.hash, childLinks)
+            try await check(childGroup)
+            start += chunk.count
         }
     }
 }
