@@ -2,8 +2,8 @@
 import PackageDescription
 
 // A separate package so that users of Arbor never fetch or build benchmark code.
-// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit|phases|engines|merge|postgres] [--records N] [--adapters sqlite,lmdb]
-// The postgres suite needs ARBOR_BENCH_POSTGRES_URL (e.g. from scripts/postgres-fixture.sh start).
+// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit|phases|engines|merge|postgres|transfer] [--records N] [--json-records N] [--adapters sqlite,lmdb]
+// The postgres suite needs (and transfer uses when set) ARBOR_BENCH_POSTGRES_URL (e.g. from scripts/postgres-fixture.sh start).
 let package = Package(
     name: "ArborBenchmarks",
     platforms: [.macOS(.v15)],
@@ -15,6 +15,7 @@ let package = Package(
                 .product(name: "Arbor", package: "Arbor"), .product(name: "ArborJSON", package: "Arbor"),
                 .product(name: "ArborPostgres", package: "Arbor"),
                 .product(name: "ArborSQLite", package: "Arbor"), .product(name: "ArborLMDB", package: "Arbor"),
+                .product(name: "ArborCLI", package: "Arbor"),
             ],
             path: "Sources/ArborBenchmarks"
         )

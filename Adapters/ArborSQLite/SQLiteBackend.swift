@@ -17,8 +17,8 @@ import Synchronization
 /// transaction, which holds the database's write lock from the read of the old value to the
 /// commit of the new one, so the swap is atomic across processes and survives a crash whole.
 ///
-/// Concurrency in this process: the one connection lives in a `Mutex`, so exactly one task uses
-/// it at a time (it is opened `SQLITE_OPEN_NOMUTEX`, SQLite's multi-thread mode, which allows a
+/// Concurrency in this process: each of the two connections (one that writes and reads refs, one
+/// that reads objects) lives in a `Mutex`, so exactly one task uses it at a time (it is opened `SQLITE_OPEN_NOMUTEX`, SQLite's multi-thread mode, which allows a
 /// connection to move between threads as long as no two use it at once). Calls block the calling
 /// thread while SQLite works: local SQLite calls take microseconds to milliseconds, and only a
 /// writer waiting for another process's write lock can block longer (up to the busy timeout).
@@ -49,6 +49,10 @@ public final class SQLiteBackend: Backend {
     public let configuration: Configuration
     /// The connection, or `nil` once the store is closed.
     private let connection: Mutex<SQLiteConnection?>
+    /// A second connection for `get` and `contains`, opened on first use: in WAL mode it reads
+    /// its own snapshot while the first connection writes, so reads never wait for a batch being
+    /// written (an exchange reads the next objects while the last batch is committed).
+    private let reader = Mutex<(connection: SQLiteConnection?, isClosed: Bool)>((nil, false))
 
     private init(configuration: Configuration, connection: sending SQLiteConnection) {
         self.configuration = configuration
@@ -175,13 +179,38 @@ public final class SQLiteBackend: Backend {
         }
     }
 
+    /// Runs `body` with the reading connection, opening it on first use.
+    private func withReader<R>(_ operation: String, _ body: (SQLiteConnection) throws -> R) throws -> R {
+        do {
+            return try reader.withLock { state in
+                guard !state.isClosed else {
+                    throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation)
+                }
+                if let connection = state.connection { return try body(connection) }
+                let connection = try SQLiteConnection.connect(path: configuration.path, operation: operation)
+                do {
+                    try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
+                } catch {
+                    try? connection.close()
+                    throw error
+                }
+                state.connection = connection
+                return try body(connection)
+            }
+        } catch var error as ArborError {
+            if error.operation == nil { error.operation = operation }
+            if error.backend == nil { error.backend = engineName }
+            throw error
+        }
+    }
+
     // MARK: Objects
 
     /// The objects among `hashes` that the store holds, read in one transaction (one snapshot).
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        try withConnection("get") { db in
+        try withReader("get") { db in
             try db.transaction(immediate: false) {
                 var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
                 try db.withStatement("SELECT bytes FROM objects WHERE hash = ?1") { statement in
@@ -200,7 +229,7 @@ public final class SQLiteBackend: Backend {
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
-        try withConnection("contains") { db in
+        try withReader("contains") { db in
             try db.transaction(immediate: false) {
                 var result = Set<Hash>()
                 try db.withStatement("SELECT 1 FROM objects WHERE hash = ?1") { statement in
@@ -350,6 +379,10 @@ public final class SQLiteBackend: Backend {
     /// - Complexity: O(1).
     public func close() async throws {
         do {
+            try reader.withLock { state in
+                defer { state = (nil, true) }
+                try state.connection?.close()
+            }
             try connection.withLock { connection in
                 defer { connection = nil }
                 try connection?.close()

@@ -318,8 +318,10 @@ import Testing
         try await source.commit(changes)
         counting.reset()
         let report = try await source.exchange(to: target)
-        print("exchange of \(k) changed records at n = \(n): \(report.objects) objects copied, \(report.rounds) rounds, height \(height)")
+        print("exchange of \(k) changed records at n = \(n): \(report.objects) objects copied, \(counting.hashesAsked) hashes asked in \(report.rounds) rounds, height \(height)")
         #expect(report.objects <= (k + 1) * height + 2)
+        // Only the nodes of the change are asked about, not their unchanged siblings.
+        #expect(counting.hashesAsked <= 2 * ((k + 1) * height + 2))
         #expect(counting.objectsWritten == report.objects + 1)  // and the new head set
 
         // Stores in sync find out from their refs: no object is read from the target.

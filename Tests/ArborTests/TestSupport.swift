@@ -26,14 +26,21 @@ extension ForwardingBackend {
 /// A backend wrapper that counts the objects read and written through it.
 final class CountingBackend: ForwardingBackend {
     let inner: any Backend
-    private let counters = Mutex((gets: 0, puts: 0, getCalls: 0))
+    private let counters = Mutex((gets: 0, puts: 0, getCalls: 0, asked: 0))
 
     init(_ inner: any Backend = MemoryBackend()) { self.inner = inner }
 
     var objectsRead: Int { counters.withLock { $0.gets } }
     var objectsWritten: Int { counters.withLock { $0.puts } }
     var getCalls: Int { counters.withLock { $0.getCalls } }
-    func reset() { counters.withLock { $0 = (0, 0, 0) } }
+    /// Hashes asked about with `contains`.
+    var hashesAsked: Int { counters.withLock { $0.asked } }
+    func reset() { counters.withLock { $0 = (0, 0, 0, 0) } }
+
+    func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
+        counters.withLock { $0.asked += hashes.count }
+        return try await inner.contains(hashes)
+    }
 
     func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         counters.withLock { $0.gets += hashes.count; $0.getCalls += 1 }

@@ -6,6 +6,25 @@ import Foundation
 struct ArborBenchmarks {
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
+        // Children of the transfer benchmark, run in a process of their own to measure its memory.
+        if arguments.count == 3, ["migrate-child", "copy-child", "build"].contains(arguments[0]) {
+            do {
+                if arguments[0] == "build", let count = Int(arguments[2]) {
+                    // `build URL RECORDS`: a store to profile with, as the transfer benchmark builds it.
+                    let store = try TransferBenchmark.open(arguments[1], create: true)
+                    _ = try await CommitBenchmark.commit(CommitBenchmark.items(count), in: store, batch: 10_000)
+                    try await store.close()
+                } else if arguments[0] == "migrate-child" {
+                    try await TransferBenchmark.migrateChild(arguments[1], arguments[2])
+                } else {
+                    try await TransferBenchmark.copyChild(arguments[1], arguments[2])
+                }
+                exit(0)
+            } catch {
+                FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+                exit(1)
+            }
+        }
         var records = 100_000
         var batch = 1_000
         if let index = arguments.firstIndex(of: "--records"), index + 1 < arguments.count, let value = Int(arguments[index + 1]) {
@@ -19,6 +38,11 @@ struct ArborBenchmarks {
         var adapters = ["memory", "json"]
         if let index = arguments.firstIndex(of: "--adapters"), index + 1 < arguments.count {
             adapters = arguments[index + 1].split(separator: ",").map(String.init)
+            arguments.removeSubrange(index...(index + 1))
+        }
+        var jsonRecords = 100_000
+        if let index = arguments.firstIndex(of: "--json-records"), index + 1 < arguments.count, let value = Int(arguments[index + 1]) {
+            jsonRecords = value
             arguments.removeSubrange(index...(index + 1))
         }
         let suites = arguments.isEmpty ? ["commit"] : arguments
@@ -51,11 +75,16 @@ struct ArborBenchmarks {
                     try await PostgresBenchmark(records: records).run(url: url)
                 case "merge":
                     try await MergeBenchmark(sizes: [10_000, 1_000_000], changes: 100).run()
+                case "transfer":
+                    var engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb", "json"] : adapters
+                    let postgres = ProcessInfo.processInfo.environment["ARBOR_BENCH_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+                    if postgres != nil && adapters == ["memory", "json"] { engines.insert("postgres", at: 2) }
+                    try await TransferBenchmark(records: records, jsonRecords: min(records, jsonRecords), engines: engines, postgresURL: postgres).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, merge, postgres")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, merge, postgres, transfer")
                     exit(2)
                 }
             }

@@ -95,7 +95,7 @@ extension Transfer {
             // Read the target's heads first: a store of another format fails here, untouched.
             _ = try await Transfer.headState(of: target, refs: targetRefs)
             let (missing, boundary) = try await missingVersions(from: sourceHeads)
-            try await copyVersions(missing)
+            try await copyVersions(missing, present: boundary)
             try await writer.finish()
             let heads = try await adoptHeads(sourceHeads, copied: Set(missing).intersection(sourceHeads), boundary: boundary)
             return finalReport(versions: missing.count, heads: heads)

@@ -101,8 +101,14 @@ final class Transfer {
     }
 
     /// Copies the versions `ids` (parents before children), each with the index it needs.
-    func copyVersions(_ ids: [Hash]) async throws {
+    /// `present` are versions the target holds whole; each version's index is walked against the
+    /// index of a parent the target holds (one of `present`, or copied before it), whose nodes
+    /// need no asking.
+    func copyVersions(_ ids: [Hash], present: Set<Hash>) async throws {
         versionsTotal = ids.count
+        // The roots of versions known to be in the target; bounded, since it is only a shortcut.
+        var roots = [Hash: Hash]()
+        var copied = Set<Hash>()
         var start = 0
         while start < ids.count {
             let chunk = Array(ids[start..<min(start + 256, ids.count)])
@@ -111,8 +117,20 @@ final class Transfer {
                 let bytes = commits[id] ?? []
                 let links = try links(of: id, bytes, expecting: .commit)
                 let content = try Version.Content.decode(bytes)
-                try await copyTree(root: links.root ?? Store.emptyRoot.hash, records: content.recordCount)
+                var base: Hash?
+                if let parent = links.parents.first(where: { copied.contains($0) || present.contains($0) }) {
+                    if let root = roots[parent] {
+                        base = root
+                    } else {
+                        let parentBytes = try await fetch([parent])[parent] ?? []
+                        base = try self.links(of: parent, parentBytes, expecting: .commit).root
+                    }
+                }
+                try await copyTree(root: content.root, records: content.recordCount, base: base)
                 try await writer.add(id, bytes)
+                copied.insert(id)
+                if roots.count > 10_000 { roots.removeAll(keepingCapacity: true) }
+                roots[id] = content.root
                 versionsDone += 1
                 recordsCovered = 0
                 reportProgress(force: false)
@@ -129,28 +147,43 @@ final class Transfer {
     /// A fetched object and its links.
     typealias Fetched = (hash: Hash, bytes: [UInt8], links: ObjectLinks)
 
-    /// Copies the index below `root` that the target lacks.
-    func copyTree(root: Hash, records: UInt64) async throws {
+    /// Copies the index below `root` that the target lacks. `base` is the root of an index the
+    /// target holds whole (a parent's), or `nil`.
+    ///
+    /// Against a base, the walk goes level by level through the nodes that differ from it: a
+    /// child that the base's replaced nodes also have is in the target already, so only the
+    /// nodes of the change are asked about — O(k log n) for k changed records — rather than
+    /// every sibling of every changed node.
+    func copyTree(root: Hash, records: UInt64, base: Hash? = nil) async throws {
         recordsInVersion = max(records, 1)
         recordsCovered = 0
         guard try await targetHas([root]).isEmpty else { return }
-        let bytes = try await fetch([root])[root] ?? []
-        let links = try links(of: root, bytes, expecting: nil)
+        let wanted = base.map { [root, $0] } ?? [root]
+        let fetched = try await fetch(wanted)
+        let links = try links(of: root, fetched[root] ?? [], expecting: nil)
         guard links.kind == .leaf || links.kind == .branch else {
             throw ArborError(.corruptObject, "object \(root) is a \(links.kind.name), not an index root", backend: source.engineName, operation: "exchange")
         }
-        try await copyGroup([(root, bytes, links)])
+        var old = [Fetched]()
+        if let base, base != root {
+            let baseLinks = try self.links(of: base, fetched[base] ?? [], expecting: nil)
+            // Only a base of the same height lines up level by level.
+            if baseLinks.kind == links.kind && baseLinks.level == links.level { old = [(base, [], baseLinks)] }
+        }
+        try await copyGroup([(root, fetched[root] ?? [], links)], against: old)
     }
 
     /// Copies sibling nodes of one level that the target lacks: first, level by level, what
-    /// they name that the target lacks, then the nodes themselves.
+    /// they name that the target lacks, then the nodes themselves. `old` are nodes of the same
+    /// level of an index the target holds: what they name needs no asking.
     ///
     /// Walking a group of siblings at a time, rather than one node, asks the target and the
     /// source once per group instead of once per node: a few requests per thousand nodes.
-    private func copyGroup(_ group: [Fetched]) async throws {
+    private func copyGroup(_ group: [Fetched], against old: [Fetched]) async throws {
         let level = group[0].links.kind == .leaf ? 0 : group[0].links.level
         if level == 0 {
-            let blobs = group.flatMap(\.links.blobs)
+            let known = Set(old.flatMap(\.links.blobs))
+            let blobs = group.flatMap(\.links.blobs).filter { !known.contains($0) }
             if !blobs.isEmpty {
                 let have = try await targetHas(blobs)
                 var seen = Set<Hash>()
@@ -164,31 +197,47 @@ final class Transfer {
             }
             recordsCovered += group.reduce(0) { $0 + $1.links.recordCount }
         } else {
+            let known = Set(old.flatMap { $0.links.children.map(\.hash) })
             let children = group.flatMap(\.links.children)
-            let have = try await targetHas(children.map(\.hash))
+            let have = try await targetHas(children.map(\.hash).filter { !known.contains($0) })
             var seen = Set<Hash>()
             var wanted = [Hash]()
             for child in children {
-                if have.contains(child.hash) {
+                if known.contains(child.hash) || have.contains(child.hash) {
                     recordsCovered += child.count
                 } else if seen.insert(child.hash).inserted {
                     wanted.append(child.hash)
                 }
             }
+            // The base's nodes these replace, to walk the next level against.
+            let current = Set(children.map(\.hash))
+            let replaced = old.flatMap { $0.links.children.map(\.hash) }.filter { !current.contains($0) }
             var start = 0
             while start < wanted.count {
-                let chunk = Array(wanted[start..<min(start + Transfer.groupSize, wanted.count)])
-                let fetched = try await fetch(chunk)
-                let childGroup = try chunk.map { hash -> Fetched in
-                    let bytes = fetched[hash] ?? []
-                    let childLinks = try links(of: hash, bytes, expecting: level == 1 ? .leaf : .branch)
-                    if childLinks.kind == .branch && childLinks.level != level - 1 {
-                        throw ArborError(.corruptObject, "index node \(hash) is at level \(childLinks.level) below a node at level \(level)", backend: source.engineName, operation: "exchange")
-                    }
-                    return (hash, bytes, childLinks)
+                let end = min(start + Transfer.groupSize, wanted.count)
+                let chunk = Array(wanted[start..<end])
+                // The replaced nodes in proportion to this chunk (with a node to spare on each
+                // side): a misalignment only costs questions, never a skipped node.
+                var oldChunk = [Hash]()
+                // Old leaves would only tell which blobs need no asking: not worth reading them.
+                if !replaced.isEmpty && level > 1 {
+                    let from = max(0, start * replaced.count / wanted.count - 1)
+                    let to = min(replaced.count, end * replaced.count / wanted.count + 1)
+                    oldChunk = Array(replaced[from..<to])
                 }
-                try await copyGroup(childGroup)
-                start += chunk.count
+                let fetched = try await fetch(chunk + oldChunk)
+                func fetchedGroup(_ hashes: [Hash]) throws -> [Fetched] {
+                    try hashes.map { hash -> Fetched in
+                        let bytes = fetched[hash] ?? []
+                        let childLinks = try links(of: hash, bytes, expecting: level == 1 ? .leaf : .branch)
+                        if childLinks.kind == .branch && childLinks.level != level - 1 {
+                            throw ArborError(.corruptObject, "index node \(hash) is at level \(childLinks.level) below a node at level \(level)", backend: source.engineName, operation: "exchange")
+                        }
+                        return (hash, bytes, childLinks)
+                    }
+                }
+                try await copyGroup(try fetchedGroup(chunk), against: try fetchedGroup(oldChunk))
+                start = end
             }
         }
         for node in group { try await writer.add(node.hash, node.bytes) }
