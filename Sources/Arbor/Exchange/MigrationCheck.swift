@@ -51,8 +51,7 @@ struct MigrationCheck {
         report.verified = true
         report.objectsChecked = objects
         report.bytesChecked = bytes
-        let elapsed = ContinuousClock.now - started
-        report.verifySeconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        report.verifySeconds = (ContinuousClock.now - started).inSeconds
     }
 
     private func versions(_ ids: [Hash], in backend: any Backend) async throws -> [Version] {

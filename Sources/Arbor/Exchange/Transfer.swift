@@ -33,8 +33,7 @@ final class Transfer {
     }
 
     var seconds: Double {
-        let elapsed = ContinuousClock.now - started
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        (ContinuousClock.now - started).inSeconds
     }
 
     // MARK: Asking and fetching

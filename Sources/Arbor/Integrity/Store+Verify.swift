@@ -1,0 +1,227 @@
+import Foundation
+
+/// What ``Store/verify(progress:)`` found.
+public struct VerifyReport: Sendable {
+    /// One damaged object: what it is, and what is wrong with it.
+    public struct Damage: Sendable, Hashable {
+        public enum Kind: String, Sendable {
+            /// Named by a ref, a version or an index node, but not in the store.
+            case missing
+            /// In the store, but its bytes do not match its hash, or do not parse as what names it.
+            case corrupt
+        }
+        public var kind: Kind
+        public var hash: Hash
+        /// What names it, and what is wrong.
+        public var detail: String
+    }
+
+    /// Versions reachable from the refs.
+    public var versions = 0
+    /// Objects reachable from the refs, checked (damaged ones included).
+    public var reachableObjects = 0
+    public var reachableBytes = 0
+    /// Objects in the store that nothing reachable names (garbage for ``Store/collectGarbage(gracePeriod:progress:)``).
+    public var unreachableObjects = 0
+    /// Everything found damaged (at most ``Store/verifyDamageLimit`` listed; the counts are complete).
+    public var damage: [Damage] = []
+    public var missingCount = 0
+    public var corruptCount = 0
+    public var seconds: Double = 0
+
+    /// Whether nothing reachable is missing or corrupt.
+    public var isIntact: Bool { missingCount == 0 && corruptCount == 0 }
+}
+
+extension Store {
+    /// At most this many damaged objects are listed in a ``VerifyReport`` (all are counted).
+    public static let verifyDamageLimit = 1_000
+
+    /// Checks everything reachable from the refs: each object is present and matches its hash;
+    /// the head set, every version and every index node parse; index nodes sit at the level their
+    /// parent says, with the record count it says, and keep their keys in order; large records
+    /// are blobs. Counts the objects nothing reachable names. Damage is reported, not thrown;
+    /// failures of the backend itself (a lost connection) are thrown.
+    ///
+    /// - Complexity: O(*N*) object reads for the *N* objects reachable, each read once, in
+    ///   requests of up to a thousand; memory O(*N*) hashes (32 bytes each) to read each once,
+    ///   and O(height × 1,024) objects.
+    public func verify(progress: TransferProgressHandler? = nil) async throws -> VerifyReport {
+        var walk = IntegrityWalk(backend: backend, progress: progress)
+        try await walk.run()
+        return walk.report
+    }
+}
+
+/// The walk behind ``Store/verify(progress:)``.
+struct IntegrityWalk {
+    let backend: any Backend
+    let progress: TransferProgressHandler?
+    var report = VerifyReport()
+    /// Every object reached so far (checked or found damaged), so each is read once.
+    private(set) var reached = Set<Hash>()
+    /// The record count of each version root checked.
+    private var rootCounts = [Hash: UInt64]()
+    private let started = ContinuousClock.now
+
+    init(backend: any Backend, progress: TransferProgressHandler?) {
+        self.backend = backend
+        self.progress = progress
+    }
+
+    var seconds: Double { (ContinuousClock.now - started).inSeconds }
+
+    mutating func damaged(_ kind: VerifyReport.Damage.Kind, _ hash: Hash, _ detail: String) {
+        if kind == .missing { report.missingCount += 1 } else { report.corruptCount += 1 }
+        if report.damage.count < Store.verifyDamageLimit { report.damage.append(.init(kind: kind, hash: hash, detail: detail)) }
+    }
+
+    /// Fetches `hashes` not reached before; returns the intact ones, recording the damaged.
+    mutating func fetch(_ hashes: [Hash], namedBy parent: String) async throws -> [Hash: [UInt8]] {
+        var fresh = [Hash]()
+        for hash in hashes where reached.insert(hash).inserted { fresh.append(hash) }
+        var intact = [Hash: [UInt8]](minimumCapacity: fresh.count)
+        var start = 0
+        while start < fresh.count {
+            let chunk = Array(fresh[start..<min(start + Transfer.requestSize, fresh.count)])
+            let objects = try await backend.get(chunk)
+            for hash in chunk {
+                report.reachableObjects += 1
+                guard let bytes = objects[hash] else {
+                    damaged(.missing, hash, "named by \(parent), not in the store")
+                    continue
+                }
+                report.reachableBytes += bytes.count
+                guard Hash.of(bytes) == hash else {
+                    damaged(.corrupt, hash, "named by \(parent): the bytes do not match the hash")
+                    continue
+                }
+                intact[hash] = bytes
+            }
+            start += chunk.count
+        }
+        return intact
+    }
+
+    mutating func run() async throws {
+        let refs = try await backend.refs()
+        var heads = [Hash]()
+        var preloaded = [Hash: [UInt8]]()
+        for (name, hash) in refs.sorted(by: { $0.key < $1.key }) {
+            let objects = try await fetch([hash], namedBy: "ref \(name)")
+            guard let bytes = objects[hash] else { continue }
+            guard let links = try? ObjectLinks(bytes) else {
+                damaged(.corrupt, hash, "named by ref \(name): does not parse")
+                continue
+            }
+            switch links.kind {
+            case .headSet: heads += links.heads
+            case .commit:
+                heads.append(hash)
+                preloaded[hash] = bytes
+            default: damaged(.corrupt, hash, "named by ref \(name): a \(links.kind.name), not a head set or a version")
+            }
+        }
+
+        // The history, generation by generation; then every version's index.
+        var frontier = heads
+        var roots = [(version: Hash, root: Hash, records: UInt64)]()
+        var seenVersions = Set(heads)
+        while !frontier.isEmpty {
+            let objects = try await fetch(frontier.filter { !reached.contains($0) }, namedBy: "the history")
+                .merging(preloaded) { fetched, _ in fetched }
+            var next = [Hash]()
+            for hash in frontier {
+                guard let bytes = objects[hash] else { continue }
+                guard let content = try? Version.Content.decode(bytes) else {
+                    damaged(.corrupt, hash, "in the history: not a version")
+                    continue
+                }
+                report.versions += 1
+                roots.append((hash, content.root, content.recordCount))
+                for parent in content.parents where seenVersions.insert(parent).inserted { next.append(parent) }
+            }
+            frontier = next
+        }
+        for (index, entry) in roots.enumerated() {
+            try await checkIndex(root: entry.root, records: entry.records, version: entry.version)
+            if let progress, index % 16 == 0 {
+                progress(TransferProgress(versionsDone: index + 1, versionsTotal: roots.count, objects: report.reachableObjects,
+                                          bytes: report.reachableBytes, seconds: seconds, fractionDone: Double(index + 1) / Double(roots.count)))
+            }
+        }
+
+        // What nothing reachable names.
+        try await backend.enumerateHashes(batchSize: Transfer.requestSize) { [reached] batch in
+            report.unreachableObjects += batch.reduce(0) { $0 + (reached.contains($1) ? 0 : 1) }
+        }
+        report.seconds = seconds
+    }
+
+    /// Checks the index below `root` (of `version`, which says it holds `records` records), each
+    /// node read once across all versions.
+    mutating func checkIndex(root: Hash, records: UInt64, version: Hash) async throws {
+        if let held = rootCounts[root] {
+            // A root another version shares: checked already, but this version's count too.
+            if held != records { damaged(.corrupt, version, "version says \(records) records; its index holds \(held)") }
+            return
+        }
+        guard !reached.contains(root) else { return }
+        let objects = try await fetch([root], namedBy: "version \(version)")
+        guard let bytes = objects[root] else { return }
+        guard let node = node(root, bytes, named: "version \(version)") else { return }
+        rootCounts[root] = node.recordCount
+        if node.recordCount != records {
+            damaged(.corrupt, version, "version says \(records) records; its index holds \(node.recordCount)")
+        }
+        try await checkGroup([(root, node)])
+    }
+
+    /// Parses an index node, recording it as corrupt if it does not parse.
+    mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> IndexNode? {
+        do {
+            return try IndexNode.decode(bytes)
+        } catch {
+            damaged(.corrupt, hash, "named by \(parent): not an index node (\((error as? ArborError)?.message ?? "\(error)"))")
+            return nil
+        }
+    }
+
+    /// Checks sibling nodes of one level and, level by level, what they name.
+    mutating func checkGroup(_ group: [(hash: Hash, node: IndexNode)]) async throws {
+        var children = [(parent: Hash, child: Hash, count: UInt64, level: Int)]()
+        var blobs = [(parent: Hash, blob: Hash)]()
+        for (hash, node) in group {
+            for entry in node.entries {
+                switch entry.payload {
+                case .node(let child, let count): children.append((hash, child, count, node.level - 1))
+                case .blob(let blob): blobs.append((hash, blob))
+                case .inline: break
+                }
+            }
+        }
+        let fetchedBlobs = try await fetch(blobs.map(\.blob), namedBy: "a leaf")
+        for (parent, blob) in blobs {
+            if let bytes = fetchedBlobs[blob], ObjectKind.of(bytes) != .blob {
+                damaged(.corrupt, blob, "named by leaf \(parent) as a large record: not a blob")
+            }
+        }
+        let unseen = children.filter { !reached.contains($0.child) }
+        var start = 0
+        while start < unseen.count {
+            let chunk = unseen[start..<min(start + Transfer.groupSize, unseen.count)]
+            let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
+            var next = [(hash: Hash, node: IndexNode)]()
+            for entry in chunk {
+                guard let bytes = fetched[entry.child], let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
+                guard node.level == entry.level, node.recordCount == entry.count else {
+                    damaged(.corrupt, entry.child, "below node \(entry.parent): level \(node.level) with \(node.recordCount) records, expected level \(entry.level) with \(entry.count)")
+                    continue
+                }
+                next.append((entry.child, node))
+            }
+            if !next.isEmpty { try await checkGroup(next) }
+            start += chunk.count
+        }
+    }
+}

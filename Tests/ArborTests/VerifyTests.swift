@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+/// `Store.verify`: intact stores pass on every adapter; missing, corrupt and malformed objects are
+/// found and named; garbage is counted.
+@Suite struct VerifyTests {
+    /// A store with two heads, blobs and several versions.
+    func filled(_ backend: any Backend) async throws -> Store {
+        let store = Store(backend: backend, configuration: .init(replica: "v"))
+        for commit in 0..<3 {
+            var changes = ChangeSet()
+            for index in stride(from: commit, to: 90, by: 3) {
+                var task = Task(id: "t\(index)", title: "task \(index) v\(commit)", done: false)
+                task.notes = [Note(id: "n\(index)", text: String(repeating: "n", count: index == 4 ? 3_000 : 10))]
+                try changes.save(task)
+            }
+            try await store.commit(changes)
+        }
+        let first = try await store.log().last!
+        try await store.change(on: first) { try $0.save(Task(id: "side", title: "side", done: true)) }
+        return store
+    }
+
+    @Test(arguments: AdapterKind.allCases) func intactStoreVerifiesAndCountsGarbage(kind: AdapterKind) async throws {
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let store = try await filled(backend)
+        let report = try await store.verify()
+        #expect(report.isIntact, "\(report.damage)")
+        #expect(report.versions == 4)
+        // Every object but the superseded head sets is reachable.
+        let all = try await backend.allHashes().count
+        #expect(report.reachableObjects + report.unreachableObjects == all)
+        #expect(report.unreachableObjects == 3)  // the head sets of the three earlier commits
+        try await store.close()
+    }
+
+    @Test func missingCorruptAndMalformedObjectsAreNamed() async throws {
+        let inner = MemoryBackend()
+        let store = try await filled(inner)
+        let head = try #require(try await store.head())
+        let root = try IndexNode.decode(try #require(try await inner.get(head.root)))
+        guard case .node(let child, _) = root.entries[0].payload else { Issue.record("a one-level tree"); return }
+        // A node missing.
+        let missing = child
+        let saved = try #require(try await inner.get(missing))
+        try await inner.delete([missing])
+        var report = try await store.verify()
+        #expect(!report.isIntact && report.missingCount == 1)
+        #expect(report.damage.first?.hash == missing && report.damage.first?.kind == .missing)
+        try await inner.put([(missing, saved)])
+        #expect(try await store.verify().isIntact)
+
+        // Bytes that do not match the hash.
+        let corrupting = Store(backend: CorruptingBackend(inner, corrupting: head.root))
+        report = try await corrupting.verify()
+        #expect(report.corruptCount == 1 && report.damage.first?.hash == head.root)
+
+        // A version whose index says another record count: well-formedness, not just hashes.
+        var content = head.content
+        content.recordCount += 1
+        content.parents = [head.id]
+        let bytes = content.encoded()
+        try await inner.put([(Hash.of(bytes), bytes)])
+        try await store.updateHeads(removing: [head.id], adding: Hash.of(bytes))
+        report = try await store.verify()
+        #expect(report.corruptCount == 1 && report.damage.first?.hash == Hash.of(bytes))
+        #expect(report.damage.first?.detail.contains("records") == true)
+    }
+}
