@@ -1,17 +1,32 @@
 extension Transfer {
     /// The head set `backend`'s `heads` ref names: the ref's value and the heads, or `nil` and
-    /// none for a store without versions.
+    /// none for a store without versions. `refs`, when given, are the refs just read.
+    ///
+    /// A head set that is missing because the ref moved on meanwhile (a collector removes
+    /// superseded head sets) is not an error: the ref is read again.
     static func headState(of backend: any Backend, refs: [String: Hash]? = nil) async throws -> (ref: Hash?, heads: [Hash]) {
-        let known: [String: Hash]
-        if let refs { known = refs } else { known = try await backend.refs() }
-        guard let ref = known[RefName.heads] else { return (nil, []) }
-        let bytes = try await ObjectFetch.verified([ref], from: backend)[ref] ?? []
-        do {
-            let links = try ObjectLinks(bytes)
-            guard links.kind == .headSet else { throw ArborError(.corruptObject, "it is a \(links.kind.name)") }
-            return (ref, links.heads)
-        } catch let error as ArborError {
-            throw ArborError(error.code, "the head set \(ref) cannot be read: \(error.message)", backend: backend.engineName, operation: "heads")
+        var known = refs
+        var attempt = 0
+        while true {
+            attempt += 1
+            let current: [String: Hash]
+            if let known { current = known } else { current = try await backend.refs() }
+            known = nil
+            guard let ref = current[RefName.heads] else { return (nil, []) }
+            let bytes: [UInt8]
+            do {
+                bytes = try await ObjectFetch.verified([ref], from: backend)[ref] ?? []
+            } catch let error as ArborError where error.code == .missingObject && attempt <= 100 {
+                if try await backend.ref(RefName.heads) != ref { continue }
+                throw error
+            }
+            do {
+                let links = try ObjectLinks(bytes)
+                guard links.kind == .headSet else { throw ArborError(.corruptObject, "it is a \(links.kind.name)") }
+                return (ref, links.heads)
+            } catch let error as ArborError {
+                throw ArborError(error.code, "the head set \(ref) cannot be read: \(error.message)", backend: backend.engineName, operation: "heads")
+            }
         }
     }
 

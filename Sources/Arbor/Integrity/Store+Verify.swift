@@ -71,6 +71,14 @@ struct IntegrityWalk {
 
     var seconds: Double { (ContinuousClock.now - started).inSeconds }
 
+    /// Takes back the damage recorded for `hashes` found missing, once they are written back.
+    mutating func clearMissing(_ hashes: [Hash]) {
+        let gone = Set(hashes)
+        let missing = report.damage.filter { $0.kind == .missing && gone.contains($0.hash) }.count
+        report.damage.removeAll { $0.kind == .missing && gone.contains($0.hash) }
+        report.missingCount -= missing
+    }
+
     mutating func damaged(_ kind: VerifyReport.Damage.Kind, _ hash: Hash, _ detail: String) {
         if kind == .missing { report.missingCount += 1 } else { report.corruptCount += 1 }
         if report.damage.count < Store.verifyDamageLimit { report.damage.append(.init(kind: kind, hash: hash, detail: detail)) }
@@ -103,7 +111,9 @@ struct IntegrityWalk {
         return intact
     }
 
-    mutating func run() async throws {
+    /// Walks from the refs, reading only objects not reached before, so running it again after
+    /// the refs moved reads only what is new. With `countingUnreachable`, then lists the store.
+    mutating func run(countingUnreachable: Bool = true) async throws {
         let refs = try await backend.refs()
         var heads = [Hash]()
         var preloaded = [Hash: [UInt8]]()
@@ -152,6 +162,7 @@ struct IntegrityWalk {
         }
 
         // What nothing reachable names.
+        guard countingUnreachable else { return }
         try await backend.enumerateHashes(batchSize: Transfer.requestSize) { [reached] batch in
             report.unreachableObjects += batch.reduce(0) { $0 + (reached.contains($1) ? 0 : 1) }
         }

@@ -85,11 +85,7 @@ public final class Store: Sendable {
 
     /// The current head set: the ref's value and the heads it names.
     func headState() async throws -> (ref: Hash?, heads: [Hash]) {
-        guard let ref = try await backend.ref(RefName.heads) else { return (nil, []) }
-        let objects = try await ObjectFetch.verified([ref], from: backend)
-        do { return (ref, try HeadSet.decode(objects[ref]!)) } catch let error as ArborError {
-            throw ArborError(.corruptObject, "the head set \(ref) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "heads")
-        }
+        try await Transfer.headState(of: backend)
     }
 
     /// The versions no other version builds on, newest first.

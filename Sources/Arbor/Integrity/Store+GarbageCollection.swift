@@ -1,0 +1,102 @@
+import Foundation
+
+/// What ``Store/collectGarbage(gracePeriod:progress:)`` did.
+public struct GarbageCollectionReport: Sendable {
+    /// Objects reachable from the refs (kept).
+    public var reachableObjects = 0
+    /// Objects removed, and their bytes.
+    public var removedObjects = 0
+    public var removedBytes = 0
+    /// Objects found unreachable at first but reachable after the grace period or during the
+    /// sweep (written by commits in flight), and kept.
+    public var keptLate = 0
+    /// Removed objects that a commit landing during the sweep turned out to use, written back.
+    public var rescued = 0
+    public var seconds: Double = 0
+}
+
+extension Store {
+    /// Removes the objects no ref reaches, safely while other tasks or processes commit.
+    ///
+    /// 1. Marks everything reachable from the refs (reading it all, as ``verify(progress:)``
+    ///    does), and refuses a damaged store: what a damaged object names cannot be known.
+    /// 2. Lists the other objects, waits `gracePeriod`, and marks again from the refs as they
+    ///    are then (reading only what is new): objects a commit in flight had written — before
+    ///    it moved the heads — are reachable by now and kept.
+    /// 3. Removes the rest in batches, keeping each batch's bytes until the sweep ends. After
+    ///    each batch, and once more a moment after the last, it marks again from the refs; an
+    ///    object a commit that landed meanwhile re-used (content addressing makes an old,
+    ///    unreachable object look present to a writer) is written back.
+    ///
+    /// Safe as long as no commit takes longer than `gracePeriod` from writing its objects to
+    /// moving its heads (commits take milliseconds). Only one collection should run at a time.
+    ///
+    /// - Complexity: O(*N*) reads for the *N* reachable objects, O(*G*) deletes for *G*
+    ///   unreachable ones; O(*N* + *G*) hashes in memory.
+    @discardableResult
+    public func collectGarbage(gracePeriod: Duration = .seconds(60), progress: TransferProgressHandler? = nil) async throws -> GarbageCollectionReport {
+        let started = ContinuousClock.now
+        var walk = IntegrityWalk(backend: backend, progress: progress)
+        try await walk.run(countingUnreachable: false)
+        guard walk.report.isIntact else {
+            throw ArborError(
+                .corruptObject,
+                "the store is damaged (\(walk.report.missingCount) missing, \(walk.report.corruptCount) corrupt objects; run verify): nothing was removed",
+                backend: backend.engineName, operation: "gc")
+        }
+        var candidates = [Hash]()
+        try await backend.enumerateHashes(batchSize: Transfer.requestSize) { [reached = walk.reached] batch in
+            candidates += batch.filter { !reached.contains($0) }
+        }
+        var report = GarbageCollectionReport()
+        if !candidates.isEmpty {
+            try await Task.sleep(for: gracePeriod)
+            try await walk.run(countingUnreachable: false)
+            let late = candidates.count
+            candidates.removeAll { walk.reached.contains($0) }
+            report.keptLate = late - candidates.count
+
+            var removed = [Hash: [UInt8]]()
+            var start = 0
+            while start < candidates.count {
+                let batch = Array(candidates[start..<min(start + Transfer.requestSize, candidates.count)])
+                let objects = try await backend.get(batch)
+                try await backend.delete(batch)
+                for (hash, bytes) in objects {
+                    removed[hash] = bytes
+                    report.removedBytes += bytes.count
+                }
+                report.removedObjects += objects.count
+                report.rescued += try await rescue(&walk, from: &removed)
+                start += batch.count
+            }
+            // A commit that wrote its objects before the last batch may move its heads just after.
+            try await Task.sleep(for: min(gracePeriod, .seconds(2)))
+            report.rescued += try await rescue(&walk, from: &removed)
+            report.removedObjects -= report.rescued
+        }
+        report.reachableObjects = walk.reached.count
+        report.seconds = (ContinuousClock.now - started).inSeconds
+        return report
+    }
+
+    /// Marks again from the refs; writes back every removed object the refs now reach, with the
+    /// removed objects below it. Returns how many were written back.
+    private func rescue(_ walk: inout IntegrityWalk, from removed: inout [Hash: [UInt8]]) async throws -> Int {
+        let before = walk.report.damage.count
+        try await walk.run(countingUnreachable: false)
+        var wanted = walk.report.damage[before...].filter { $0.kind == .missing }.map(\.hash).filter { removed[$0] != nil }
+        var rescued = [Hash]()
+        while !wanted.isEmpty {
+            let objects = wanted.compactMap { hash in removed.removeValue(forKey: hash).map { (hash, $0) } }
+            try await backend.put(objects)
+            rescued += objects.map(\.0)
+            // What they name was reached through them only if they were there: check it now.
+            let named = objects.flatMap { (try? ObjectLinks($0.1).all) ?? [] }.filter { removed[$0] != nil }
+            let present = try await backend.contains(named)
+            wanted = named.filter { !present.contains($0) }
+        }
+        walk.clearMissing(rescued)
+        return rescued.count
+    }
+}
