@@ -53,6 +53,19 @@ enum ChildProcess {
         }
     }
 
+    /// Starts executable `name` with `arguments`, standard output to a pipe (read it after the
+    /// process ends: what a killed process printed is kept), standard error discarded.
+    static func startCapturing(_ name: String, _ arguments: [String]) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try executable(name))
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return (process, output)
+    }
+
     /// Starts executable `name` with `arguments`, its output discarded, and returns at once.
     static func start(_ name: String, _ arguments: [String]) throws -> Process {
         let process = Process()
