@@ -79,7 +79,9 @@ struct ArborBenchmarks {
                     var engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb", "json"] : adapters
                     let postgres = ProcessInfo.processInfo.environment["ARBOR_BENCH_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
                     if postgres != nil && adapters == ["memory", "json"] { engines.insert("postgres", at: 2) }
-                    try await TransferBenchmark(records: records, jsonRecords: min(records, jsonRecords), engines: engines, postgresURL: postgres).run()
+                    var benchmark = TransferBenchmark(records: records, jsonRecords: min(records, jsonRecords), engines: engines, postgresURL: postgres)
+                    if CommandLine.arguments.contains("--batch") { benchmark.commitSize = batch }
+                    try await benchmark.run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records).run(engines: engines)

@@ -21,6 +21,7 @@ import Synchronization
 struct TransferBenchmark {
     var records: Int
     var jsonRecords: Int
+    var commitSize = 100_000
     var engines: [String]
     var postgresURL: String?
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-transfer-\(UUID().uuidString)").path
@@ -46,7 +47,7 @@ struct TransferBenchmark {
     func run() async throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        print("transfer: \(records) records (JSON: \(jsonRecords)), commits of 10,000, all history; engines: \(engines.joined(separator: ", "))")
+        print("transfer: \(records) records (JSON: \(jsonRecords)), commits of \(commitSize), all history; engines: \(engines.joined(separator: ", "))")
         var cleanups = [() -> Void]()
         defer { for cleanup in cleanups { cleanup() } }
 
@@ -58,9 +59,9 @@ struct TransferBenchmark {
             let (url, cleanup) = try makeLocation(engine, name)
             cleanups.append(cleanup)
             let store = try Self.open(url, create: true)
-            let (seconds, _) = try await CommitBenchmark.commit(CommitBenchmark.items(count), in: store, batch: 10_000)
+            let (seconds, _) = try await CommitBenchmark.commit(CommitBenchmark.items(count), in: store, batch: commitSize)
             try await store.close()
-            print(String(format: "built   %-8@ source: %d records in %.1f s", engine, count, seconds))
+            print(String(format: "built   %-8@ source: %d records in commits of %d in %.1f s", engine, count, commitSize, seconds))
             return url
         }
         for engine in engines where engine != "json" {
@@ -80,18 +81,20 @@ struct TransferBenchmark {
             for to in engines where to != from {
                 guard let source = from == "json" || to == "json" ? smallSources[from] : sources[from] else { continue }
                 let (target, cleanup) = try makeLocation(to, "target")
-                cleanups.append(cleanup)
                 let migrated = try await child(["migrate-child", source.url, target])
                 let (blindTarget, blindCleanup) = try makeLocation(to, "blind")
                 let blind = try await child(["copy-child", source.url, blindTarget])
                 blindCleanup()
+                // Keep one copy per source for the exchange below; the disk holds only so many.
+                let keep = copies[from] == nil && to != "json" && source.records == records
+                if keep { cleanups.append(cleanup) } else { cleanup() }
                 let copySeconds = migrated["copySeconds"] ?? 0, verifySeconds = migrated["verifySeconds"] ?? 0
                 let count = Double(source.records)
                 print(String(format: "%-8@ -> %-8@ %9d  %10.0f  %13.0f  %7.0f  %6.1f  %7.0f (%4.0f)  %12.2f  %12.2fx",
                              from, to, source.records, count / copySeconds, count / (copySeconds + verifySeconds),
                              migrated["objects"] ?? 0, (migrated["bytes"] ?? 0) / 1e6, migrated["peakMB"] ?? 0, migrated["peakAnonMB"] ?? 0,
                              blind["seconds"] ?? 0, copySeconds / max(blind["seconds"] ?? 1, 1e-9)))
-                if copies[from] == nil && to != "json" && source.records == records { copies[from] = (to, target) }
+                if keep { copies[from] = (to, target) }
             }
         }
         print("target: at least 100,000 records/s between sqlite, lmdb and postgres; peak memory under 256 MB")

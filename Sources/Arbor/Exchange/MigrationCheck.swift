@@ -51,7 +51,7 @@ struct MigrationCheck {
         report.verified = true
         report.objectsChecked = objects
         report.bytesChecked = bytes
-        report.verifySeconds = (ContinuousClock.now - started).inSeconds
+        report.verifySeconds = started.secondsUntilNow
     }
 
     private func versions(_ ids: [Hash], in backend: any Backend) async throws -> [Version] {

@@ -33,7 +33,7 @@ final class Transfer {
     }
 
     var seconds: Double {
-        (ContinuousClock.now - started).inSeconds
+        started.secondsUntilNow
     }
 
     // MARK: Asking and fetching

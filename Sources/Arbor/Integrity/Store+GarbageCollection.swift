@@ -76,7 +76,7 @@ extension Store {
             report.removedObjects -= report.rescued
         }
         report.reachableObjects = walk.reached.count
-        report.seconds = (ContinuousClock.now - started).inSeconds
+        report.seconds = started.secondsUntilNow
         return report
     }
 

@@ -69,7 +69,7 @@ struct IntegrityWalk {
         self.progress = progress
     }
 
-    var seconds: Double { (ContinuousClock.now - started).inSeconds }
+    var seconds: Double { started.secondsUntilNow }
 
     /// Takes back the damage recorded for `hashes` found missing, once they are written back.
     mutating func clearMissing(_ hashes: [Hash]) {
