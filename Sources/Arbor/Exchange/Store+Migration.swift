@@ -29,6 +29,8 @@ extension Store {
                 backend: target.backend.engineName, operation: "migrate")
         }
         let transfer = Transfer(from: backend, to: target.backend, progress: progress)
+        // A new store (rather than an interrupted migration to resume) needs no questions.
+        transfer.targetStartedEmpty = try await target.backend.holdsNoObjects()
         var report = MigrationReport(latestOnly: latestOnly)
         if latestOnly {
             report.exchange = try await transfer.copyLatest()
@@ -98,3 +100,18 @@ extension Transfer {
         }
     }
 }
+
+extension Backend {
+    /// Whether the store holds no objects at all; reads at most one hash.
+    func holdsNoObjects() async throws -> Bool {
+        do {
+            try await enumerateHashes(batchSize: 1) { batch in if !batch.isEmpty { throw FoundOne() } }
+            return true
+        } catch is FoundOne {
+            return false
+        }
+    }
+}
+
+/// Stops an enumeration at its first hash.
+private struct FoundOne: Error {}

@@ -38,9 +38,16 @@ final class Transfer {
 
     // MARK: Asking and fetching
 
+    /// Whether the target held no objects when the transfer began (a migration into a new
+    /// store). Then nothing needs asking: what it holds is what this transfer wrote, and the walk
+    /// against each version's base already skips that (an object that comes back after being
+    /// dropped in between, say by a revert, is written again: harmless, since puts are idempotent).
+    var targetStartedEmpty = false
+
     /// The subset of `hashes` the target holds or is about to hold.
     func targetHas(_ hashes: [Hash]) async throws -> Set<Hash> {
         var present = Set(hashes.filter(writer.isQueued))
+        if targetStartedEmpty { return present }
         let ask = hashes.filter { !present.contains($0) }
         var start = 0
         while start < ask.count {
