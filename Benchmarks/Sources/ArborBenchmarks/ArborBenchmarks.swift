@@ -7,8 +7,10 @@ struct ArborBenchmarks {
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
         // Children of the transfer benchmark, run in a process of their own to measure its memory.
-        if arguments.count == 3, ["migrate-child", "copy-child", "build"].contains(arguments[0]) {
+        if arguments.count == 3, ["migrate-child", "copy-child", "build", "verify-child", "gc-child"].contains(arguments[0]) {
             do {
+                if arguments[0] == "verify-child" { try await IntegrityBenchmark.verifyChild(arguments[1]); exit(0) }
+                if arguments[0] == "gc-child" { try await IntegrityBenchmark.gcChild(arguments[1]); exit(0) }
                 if arguments[0] == "build", let count = Int(arguments[2]) {
                     // `build URL RECORDS`: a store to profile with, as the transfer benchmark builds it.
                     let store = try TransferBenchmark.open(arguments[1], create: true)
@@ -76,17 +78,14 @@ struct ArborBenchmarks {
                 case "merge":
                     try await MergeBenchmark(sizes: [10_000, 1_000_000], changes: 100).run()
                 case "transfer":
-                    var engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb", "json"] : adapters
-                    let postgres = ProcessInfo.processInfo.environment["ARBOR_BENCH_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-                    if postgres != nil && adapters == ["memory", "json"] { engines.insert("postgres", at: 2) }
-                    var benchmark = TransferBenchmark(records: records, jsonRecords: min(records, jsonRecords), engines: engines, postgresURL: postgres)
-                    if CommandLine.arguments.contains("--batch") { benchmark.commitSize = batch }
-                    try await benchmark.run()
+                    try await transferBenchmark(adapters: adapters, records: records, jsonRecords: jsonRecords, batch: batch).run()
+                case "integrity":
+                    try await IntegrityBenchmark(transfer: transferBenchmark(adapters: adapters, records: records, jsonRecords: jsonRecords, batch: batch)).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, merge, postgres, transfer")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, merge, postgres, transfer, integrity")
                     exit(2)
                 }
             }
@@ -94,5 +93,16 @@ struct ArborBenchmarks {
             print("error: \(error)")
             exit(1)
         }
+    }
+
+    /// The transfer (and integrity) benchmark's setup: SQLite, LMDB, PostgreSQL when
+    /// ARBOR_BENCH_POSTGRES_URL is set, and JSON, unless `--adapters` names others.
+    static func transferBenchmark(adapters: [String], records: Int, jsonRecords: Int, batch: Int) -> TransferBenchmark {
+        let postgres = ProcessInfo.processInfo.environment["ARBOR_BENCH_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        var engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb", "json"] : adapters
+        if postgres != nil && adapters == ["memory", "json"] { engines.insert("postgres", at: 2) }
+        var benchmark = TransferBenchmark(records: records, jsonRecords: min(records, jsonRecords), engines: engines, postgresURL: postgres)
+        if CommandLine.arguments.contains("--batch") { benchmark.commitSize = batch }
+        return benchmark
     }
 }

@@ -148,7 +148,7 @@ struct TransferBenchmark {
     }
 
     /// Runs this benchmark binary as a child with `arguments`; returns the numbers it printed.
-    private func child(_ arguments: [String]) async throws -> [String: Double] {
+    func child(_ arguments: [String]) async throws -> [String: Double] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe")
         process.arguments = arguments
