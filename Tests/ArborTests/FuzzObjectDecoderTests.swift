@@ -61,6 +61,7 @@ import Testing
             let sorted = keys.sorted { $0.lexicographicallyPrecedes($1) }
             let record = RecordCoding.encode(random.properties(count: random.below(3), depth: 1))
             seeds[.record, default: []].append(record)
+            seeds[.blob, default: []].append(Blob.encode(record: record))
             seeds[.leaf, default: []].append(IndexNode(level: 0, entries: sorted.map { key in
                 IndexEntry(key: key, payload: random.chance(70) ? .inline(record) : .blob(Hash.of(key)))
             }).encoded())
@@ -120,7 +121,7 @@ import Testing
 
     /// Random valid values through every encoder and back: `decode(encode(x)) == x`.
     @Test func encodersRoundTripRandomValues() async {
-        await offTheCooperativePool { Self.roundTripRandomValues(FuzzSettings.iterations / 4) }.report()
+        await onTheFuzzQueue { Self.roundTripRandomValues(FuzzSettings.iterations / 4) }.report()
     }
 
     static func roundTripRandomValues(_ iterations: Int) -> FuzzTally {
