@@ -174,12 +174,13 @@ struct FuzzTally: Sendable {
         failureCount += 1
     }
 
+    /// `duration` in seconds, to the millisecond.
     static func seconds(_ duration: Duration) -> String {
         String(format: "%.3f", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
     }
 
-    /// Prints the counts (quoted in the closing notes of the hardening work) and fails the test
-    /// on any input that did not end in a decode or a clear error.
+    /// Prints the counts, one line per target, and fails the test on any input that did not end
+    /// in a decode or a clear error.
     func report(sourceLocation: SourceLocation = #_sourceLocation) {
         let elapsed = ContinuousClock.now - started
         print("fuzz \(target): \(inputs) inputs, \(accepted) decoded, \(rejected) rejected with clear errors, \(failureCount) failures (seed \(FuzzSettings.seed), \(Self.seconds(elapsed)) s\(slowest > .zero ? ", slowest input \(Self.seconds(slowest)) s of processor time" : ""))")
