@@ -48,7 +48,7 @@ let package = Package(
         // Drives commits from child processes in the multi-process and crash tests.
         .executableTarget(name: "arbor-worker", dependencies: ["ArborCLI", "Arbor"], path: "Sources/ArborWorker"),
         .testTarget(
-            name: "ArborTests", dependencies: ["Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres"],
+            name: "ArborTests", dependencies: ["Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres", "ArborCLI"],
             path: "Tests/ArborTests"),
         .testTarget(name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON", "ArborPostgres"], path: "Tests/ArborCLITests"),
     ],

@@ -161,9 +161,9 @@ struct ConnectionTarget: Sendable {
     /// The URL with the password replaced by `***`.
     var redacted: String { scrub(url) }
 
-    /// `text` with every secret replaced by `***`.
+    /// `text` with every secret replaced by `***` (matched byte for byte, see ``URLSecrets``).
     func scrub(_ text: String) -> String {
-        secrets.reduce(text) { $0.replacing($1, with: "***") }
+        URLSecrets.redacting(secrets, in: text)
     }
 
     /// The password of the user info and of any `password=` query parameter.

@@ -235,6 +235,8 @@ extension ByteReader {
         for _ in 0..<count {
             let name = try string()
             if let previous, !utf8Less(previous, name) { throw corrupt("names out of order") }
+            // Distinct bytes, yet one dictionary key: decoding both would silently drop a value.
+            if result[name] != nil { throw corrupt("two names are canonically equivalent Unicode (\(String(reflecting: String(name.prefix(40)))))") }
             result[name] = try value(depth: depth)
             previous = name
         }

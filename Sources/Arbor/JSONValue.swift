@@ -31,6 +31,12 @@ public enum JSONValue: Equatable, Sendable {
 
     public var stringValue: String? { if case .string(let text) = self { text } else { nil } }
 
+    /// `text` cut short for an error message: hostile input can be megabytes long, and a
+    /// message must stay readable.
+    static func excerpt(_ text: some StringProtocol, limit: Int = 64) -> String {
+        text.utf8.count <= limit ? String(text) : text.prefix(limit) + "…"
+    }
+
     // MARK: Serializing
 
     /// The document as text: compact, or indented by two spaces when `pretty`.
@@ -170,7 +176,7 @@ public enum JSONValue: Equatable, Sendable {
                     skipSpace()
                     guard offset < bytes.count, bytes[offset] == UInt8(ascii: "\"") else { throw error("expected a member name") }
                     let key = try string()
-                    guard seen.insert(key).inserted else { throw error("duplicate member \(String(reflecting: key))") }
+                    guard seen.insert(key).inserted else { throw error("duplicate member \(String(reflecting: JSONValue.excerpt(key)))") }
                     skipSpace()
                     try expect(":")
                     skipSpace()

@@ -58,6 +58,16 @@ extension ByteReader {
 
 // MARK: - Index nodes
 
+extension UInt64 {
+    /// `self + other`, or `UInt64.max` where that would overflow. Record counts are read from
+    /// objects, which a damaged or hostile store may fill with any number: adding them up must
+    /// give a wrong count (which verification then reports), never a crash.
+    func addingSaturated(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
+    }
+}
+
 @inline(__always)
 func varintSize(_ value: UInt64) -> Int {
     value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
@@ -92,7 +102,7 @@ struct IndexNode: Sendable {
     static let empty = IndexNode(level: 0, entries: [])
 
     var lastKey: [UInt8]? { entries.last?.key }
-    var recordCount: UInt64 { entries.reduce(0) { $0 + $1.payload.recordCount } }
+    var recordCount: UInt64 { entries.reduce(0) { $0.addingSaturated($1.payload.recordCount) } }
 
     func encoded() -> [UInt8] {
         // Sized exactly first, then written through a raw buffer: nodes are encoded on every
@@ -154,6 +164,9 @@ struct IndexNode: Sendable {
         let level = kind == .leaf ? 0 : try reader.count(limit: 64)
         if kind == .branch && level == 0 { throw reader.corrupt("branch at level 0") }
         let count = try reader.count()
+        // Only the empty index is an empty node, and it is a leaf: readers descend into a
+        // branch's entries without looking, so an empty branch is refused here.
+        if kind == .branch && count == 0 { throw reader.corrupt("empty branch") }
         var entries = [IndexEntry]()
         entries.reserveCapacity(count)
         var previous: ArraySlice<UInt8>?
@@ -210,7 +223,10 @@ public struct HybridTime: Hashable, Comparable, Sendable, CustomStringConvertibl
         let wall = UInt64(max(0, (now.timeIntervalSince1970 * 1000).rounded(.down)))
         guard let latest = parents.max() else { return HybridTime(milliseconds: wall) }
         if wall > latest.milliseconds { return HybridTime(milliseconds: wall) }
-        if latest.counter == .max { return HybridTime(milliseconds: latest.milliseconds + 1) }
+        if latest.counter == .max {
+            // A parent at the very end of time (only a damaged or hostile one) cannot be passed.
+            return latest.milliseconds == .max ? latest : HybridTime(milliseconds: latest.milliseconds + 1)
+        }
         return HybridTime(milliseconds: latest.milliseconds, counter: latest.counter + 1)
     }
 

@@ -69,11 +69,12 @@ extension PropertyValue {
         case .array(let elements): return .array(try elements.map { try fromJSON($0, depth: depth + 1) })
         case .number(let text):
             if text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }) {
-                guard let number = Double(text), number.isFinite else { throw invalid("number \(text) is out of the range of a double") }
+                guard let number = Double(text), number.isFinite else { throw invalid("number \(JSONValue.excerpt(text)) is out of the range of a double") }
                 return .double(number)
             }
             guard let number = Int64(text) else {
-                throw invalid("integer \(text) does not fit in 64 bits; write it with a fraction (\(text).0) to store a double")
+                let shown = JSONValue.excerpt(text)
+                throw invalid("integer \(shown) does not fit in 64 bits; write it with a fraction (\(shown).0) to store a double")
             }
             return .int(number)
         case .object(let members):
@@ -81,7 +82,9 @@ extension PropertyValue {
                 return .map(try mapMembers(members, depth: depth))
             }
             func only(_ allowed: Set<String>) throws {
-                for member in members where !allowed.contains(member.key) { throw invalid("unexpected member \(member.key) beside \(tag)") }
+                for member in members where !allowed.contains(member.key) {
+                    throw invalid("unexpected member \(JSONValue.excerpt(member.key)) beside \(JSONValue.excerpt(tag))")
+                }
             }
             switch tag {
             case "$date":
@@ -117,7 +120,7 @@ extension PropertyValue {
                 guard case .object(let inner) = members[0].value else { throw invalid("$map must be an object") }
                 return .map(try mapMembers(inner, depth: depth))
             default:
-                throw invalid("unknown tag \(tag); wrap maps whose names start with $ in {\"$map\": ...}")
+                throw invalid("unknown tag \(JSONValue.excerpt(tag)); wrap maps whose names start with $ in {\"$map\": ...}")
             }
         }
     }

@@ -2,35 +2,89 @@ import Foundation
 
 /// Finds and hides the secrets a store URL carries, so that no error, log line or description
 /// ever shows a password. Adapters and the CLI use it alike.
+///
+/// Everything here works on UTF-8 bytes, never on characters: a password that starts with a
+/// combining mark joins the `:` before it into one character, and two spellings of an accented
+/// letter are one character to Swift — a search by characters would miss both.
 public enum URLSecrets {
-    /// The secrets in `url` — the password of its user info and any `password=` query
-    /// parameter — as written and percent-decoded, longest first. Found by plain scanning, so
-    /// that even a URL too malformed to parse gives its password up for redaction.
+    /// The query parameters whose values are credentials.
+    static let secretParameters: Set<String> = ["password", "sslpassword"]
+
+    /// The secrets in `url` — the password of its user info and any `password=` or
+    /// `sslpassword=` query parameter (its name percent-encoded or not, as libpq decodes it) —
+    /// as written and percent-decoded, longest first. Found by plain scanning, so that even a
+    /// URL too malformed to parse gives its password up for redaction.
     public static func secrets(in url: String) -> [String] {
-        guard let separator = url.range(of: "://") else { return [] }
-        let afterScheme = url[separator.upperBound...]
-        var found = [Substring]()
-        // The user info ends at the last "@": an unescaped "@" or "/" may sit inside a password.
-        if let at = afterScheme.lastIndex(of: "@"), let colon = afterScheme[..<at].firstIndex(of: ":") {
-            found.append(afterScheme[afterScheme.index(after: colon)..<at])
+        let bytes = Array(url.utf8)
+        var found = [ArraySlice<UInt8>]()
+        // Query parameters count even without a "://": a URL whose scheme was mistyped is
+        // repeated in the error that says so.
+        let separator = bytes.firstRange(of: Array("://".utf8))
+        let afterScheme = bytes[(separator?.upperBound ?? 0)...]
+        let query = afterScheme.firstIndex(of: UInt8(ascii: "?")) ?? afterScheme.endIndex
+        // The user info ends at the last "@" before the query: an unescaped "@" or "/" may sit
+        // inside a password. Without an "@" before the first "?", that "?" may be the password's
+        // own (libpq reads it so): then the user info ends at the last "@" of all.
+        let at = UInt8(ascii: "@")
+        if separator != nil, let end = afterScheme[..<query].lastIndex(of: at) ?? afterScheme.lastIndex(of: at),
+            let colon = afterScheme[..<end].firstIndex(of: UInt8(ascii: ":"))
+        {
+            let password = afterScheme[(colon + 1)..<end]
+            found.append(password)
+            // libpq ends the user info at the *first* "@" and reads the rest as hosts, ports and a
+            // database, which its messages quote: the pieces between those delimiters are secret
+            // too (from four bytes: shorter ones cannot be told from ordinary text).
+            let delimiters = Set("@:/,?#".utf8)
+            found += password.split(whereSeparator: delimiters.contains).filter { $0.count >= 4 && $0.count < password.count }
         }
-        if let query = afterScheme.firstIndex(of: "?") {
-            for parameter in afterScheme[afterScheme.index(after: query)...].split(separator: "&") {
-                let parts = parameter.split(separator: "=", maxSplits: 1)
-                if parts.count == 2, parts[0].lowercased() == "password" { found.append(parts[1]) }
+        if query < afterScheme.endIndex {
+            for parameter in afterScheme[(query + 1)...].split(separator: UInt8(ascii: "&")) {
+                let parts = parameter.split(separator: UInt8(ascii: "="), maxSplits: 1)
+                guard parts.count == 2 else { continue }
+                let name = String(decoding: parts[0], as: UTF8.self)
+                if secretParameters.contains((name.removingPercentEncoding ?? name).lowercased()) { found.append(parts[1]) }
             }
         }
-        var secrets = Set<String>()
+        // Sets of bytes, not of strings: two spellings Swift treats as equal are both secrets.
+        var secrets = Set<[UInt8]>()
         for secret in found where !secret.isEmpty {
-            secrets.insert(String(secret))
-            if let decoded = secret.removingPercentEncoding, !decoded.isEmpty { secrets.insert(decoded) }
+            secrets.insert(Array(secret))
+            if let decoded = String(decoding: secret, as: UTF8.self).removingPercentEncoding, !decoded.isEmpty {
+                secrets.insert(Array(decoded.utf8))
+            }
         }
         // Longest first, so that a secret containing another is replaced whole.
-        return secrets.sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
+        return secrets.sorted { $0.count != $1.count ? $0.count > $1.count : $0.lexicographicallyPrecedes($1) }
+            .map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// `text` with every secret that `url` carries replaced by `***`.
     public static func redacting(_ url: String, in text: String) -> String {
-        secrets(in: url).reduce(text) { $0.replacingOccurrences(of: $1, with: "***") }
+        redacting(secrets(in: url), in: text)
+    }
+
+    /// `text` with every occurrence of each of `secrets` (in order), matched byte for byte,
+    /// replaced by `***`.
+    public static func redacting(_ secrets: [String], in text: String) -> String {
+        var bytes = Array(text.utf8)
+        for secret in secrets {
+            let needle = Array(secret.utf8)
+            guard let first = needle.first, bytes.firstRange(of: needle) != nil else { continue }
+            var result = [UInt8]()
+            result.reserveCapacity(bytes.count)
+            var index = 0
+            while index < bytes.count {
+                if bytes[index] == first, bytes[index...].starts(with: needle) {
+                    result += "***".utf8
+                    index += needle.count
+                } else {
+                    result.append(bytes[index])
+                    index += 1
+                }
+            }
+            bytes = result
+        }
+        // Valid UTF-8 cut only where a secret, itself valid UTF-8, starts and ends: still valid.
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

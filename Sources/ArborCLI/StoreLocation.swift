@@ -131,7 +131,9 @@ public struct PostgresConnection: Hashable, Sendable, CustomStringConvertible, C
     public var description: String { redacted }
     public var debugDescription: String { "PostgresConnection(\(redacted))" }
     public var customMirror: Mirror {
-        Mirror(self, children: ["url": redacted, "host": host, "port": port as Any, "database": database as Any])
+        // The host and the database are redacted too: in a mistyped URL they may hold the password.
+        let hidden = { (text: String) in StoreLocation.redactingSecrets(of: url, in: text) }
+        return Mirror(self, children: ["url": redacted, "host": hidden(host), "port": port as Any, "database": database.map(hidden) as Any])
     }
 }
 
@@ -140,7 +142,9 @@ extension StoreLocation {
     /// layer — parser, adapter, engine — can print a password.
     static func redactingSecrets(of url: String, in error: any Error) -> any Error {
         let secrets = secrets(in: url)
-        guard !secrets.isEmpty, secrets.contains(where: String(describing: error).contains) else { return error }
+        let text = String(describing: error)
+        // Compared as redacted text, not with `contains`, which matches characters, not bytes.
+        guard !secrets.isEmpty, URLSecrets.redacting(secrets, in: text) != text else { return error }
         guard var arborError = error as? ArborError else {
             return ArborError(.engine, redactingSecrets(of: url, in: String(describing: error)))
         }
@@ -148,8 +152,9 @@ extension StoreLocation {
         if let underlying = arborError.underlying {
             // An underlying error cannot be edited: keep its redacted text in the message instead.
             let text = String(describing: underlying)
-            if secrets.contains(where: text.contains) {
-                arborError.message += " (\(redactingSecrets(of: url, in: text)))"
+            let redacted = URLSecrets.redacting(secrets, in: text)
+            if redacted != text {
+                arborError.message += " (\(redacted))"
                 arborError.underlying = nil
             }
         }

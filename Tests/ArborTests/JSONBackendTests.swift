@@ -93,15 +93,4 @@ import Testing
         }
     }
 
-    @Test func filesAreNotWorldReadable() async throws {
-        try await withStore { path, _, version in
-            func permissions(_ path: String) throws -> Int {
-                (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
-            }
-            for item in [path, path + "/objects", objectFile(path, version.id), path + "/refs/heads.json"] {
-                let bits = try permissions(item)
-                #expect(bits & 0o077 == 0, "\(item) is readable by others: \(String(bits, radix: 8))")
-            }
-        }
-    }
 }

@@ -106,7 +106,7 @@ struct IndexCheck {
             let fetched = try await ObjectFetch.verified(chunk.map(\.child.hash), from: backend)
             let childGroup = try chunk.map { entry -> (hash: Hash, links: ObjectLinks) in
                 let links = try read(entry.child.hash, fetched[entry.child.hash] ?? [], expecting: level == 1 ? .leaf : .branch)
-                let count = links.kind == .leaf ? links.recordCount : links.children.reduce(0) { $0 + $1.count }
+                let count = links.kind == .leaf ? links.recordCount : links.children.reduce(0) { $0.addingSaturated($1.count) }
                 guard links.kind == .leaf || links.level == level - 1, count == entry.child.count else {
                     throw ArborError(.corruptObject, "index node \(entry.child.hash) does not fit below \(entry.parent) (level or record count)", backend: backend.engineName, operation: "verify")
                 }

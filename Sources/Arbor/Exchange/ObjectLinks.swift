@@ -42,6 +42,7 @@ struct ObjectLinks {
             level = try reader.count(limit: 64)
             guard level > 0 else { throw reader.corrupt("branch at level 0") }
             let count = try reader.count()
+            guard count > 0 else { throw reader.corrupt("empty branch") }
             children.reserveCapacity(count)
             for _ in 0..<count {
                 _ = try reader.slice()

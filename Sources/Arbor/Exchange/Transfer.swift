@@ -201,7 +201,7 @@ final class Transfer {
                     try await writer.add(blob, bytes)
                 }
             }
-            recordsCovered += group.reduce(0) { $0 + $1.links.recordCount }
+            recordsCovered = group.reduce(recordsCovered) { $0.addingSaturated($1.links.recordCount) }
         } else {
             let known = Set(old.flatMap { $0.links.children.map(\.hash) })
             let children = group.flatMap(\.links.children)
@@ -210,7 +210,7 @@ final class Transfer {
             var wanted = [Hash]()
             for child in children {
                 if known.contains(child.hash) || have.contains(child.hash) {
-                    recordsCovered += child.count
+                    recordsCovered = recordsCovered.addingSaturated(child.count)
                 } else if seen.insert(child.hash).inserted {
                     wanted.append(child.hash)
                 }
