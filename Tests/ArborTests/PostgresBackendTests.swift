@@ -179,44 +179,48 @@ import Testing
     }
 
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func exchangeWhoseConnectionDropsCompletesWhenRunAgain() async throws {
-        try await withDatabase { url in
-            let source = Store(backend: MemoryBackend())
-            for commit in 0..<4 {
-                var changes = ChangeSet()
-                for index in stride(from: commit, to: 4_000, by: 4) {
-                    try changes.save(Person(id: "p\(index)", name: "person \(index) v\(commit)"))
-                }
-                try await source.commit(changes)
+        let source = Store(backend: MemoryBackend())
+        for commit in 0..<4 {
+            var changes = ChangeSet()
+            for index in stride(from: commit, to: 8_000, by: 4) {
+                try changes.save(Person(id: "p\(index)", name: "person \(index) v\(commit)"))
             }
-            let target = Store(backend: try await PostgresBackend.create(.init(url: url, maximumConnections: 1)))
-            let killer = try PostgresSession(url: url)
-            let done = Atomic<Bool>(false)
-            async let exchange: ExchangeReport = {
-                defer { done.store(true, ordering: .releasing) }
-                return try await source.exchange(to: target, batchSize: 50)
-            }()
-            // Terminate the target's server process while it writes a batch.
-            var terminated = false
-            while !done.load(ordering: .acquiring) && !terminated {
-                let rows = try killer.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE 'INSERT INTO arbor_objects%'")
-                terminated = rows.count > 0
-                if !terminated { try await _Concurrency.Task.sleep(for: .milliseconds(2)) }
-            }
-            do {
-                _ = try await exchange
-                #expect(!terminated, "the exchange went on after its connection was terminated")
-            } catch let error as ArborError {
-                #expect(error.code == .connection, "\(error)")
-                #expect(try await target.backend.ref(RefName.heads) == nil, "refs change last")
-            }
-            #expect(terminated, "the exchange finished before a batch could be interrupted")
-            // Run again: it reconnects, finds what landed and finishes.
-            try await source.exchange(to: target)
-            #expect(try await target.backend.ref(RefName.heads) == source.backend.ref(RefName.heads))
-            #expect(try await target.values(Person.self).count == 4_000)
-            try await target.close()
+            try await source.commit(changes)
         }
+        var interrupted = 0
+        // On a loaded machine an attempt may finish before the watcher sees a batch: try again.
+        for _ in 0..<4 where interrupted == 0 {
+            try await withDatabase { url in
+                let target = Store(backend: try await PostgresBackend.create(.init(url: url, maximumConnections: 1)))
+                let done = Atomic<Bool>(false)
+                let terminated = Atomic<Bool>(false)
+                // The watcher polls on a thread of its own, not the shared pool the exchange uses.
+                let watcher = Thread {
+                    guard let killer = try? PostgresSession(url: url) else { return }
+                    while !done.load(ordering: .acquiring) && !terminated.load(ordering: .acquiring) {
+                        let rows = try? killer.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE 'INSERT INTO arbor_objects%'")
+                        if (rows?.count ?? 0) > 0 { terminated.store(true, ordering: .releasing) } else { usleep(1_000) }
+                    }
+                }
+                watcher.start()
+                do {
+                    _ = try await source.exchange(to: target, batchSize: 50)
+                    done.store(true, ordering: .releasing)
+                } catch let error as ArborError {
+                    done.store(true, ordering: .releasing)
+                    interrupted += 1
+                    #expect(error.code == .connection, "\(error)")
+                    #expect(try await target.backend.ref(RefName.heads) == nil, "refs change last")
+                }
+                // Run again: it reconnects, finds what landed and finishes.
+                try await source.exchange(to: target)
+                #expect(try await target.backend.ref(RefName.heads) == source.backend.ref(RefName.heads))
+                #expect(try await target.values(Person.self).count == 8_000)
+                try await target.close()
+            }
+        }
+        #expect(interrupted == 1, "no attempt's exchange could be interrupted")
     }
 
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func corruptObjectIsReportedNamingTheHash() async throws {
