@@ -57,7 +57,9 @@ let package = Package(
             name: "ArborConformanceTests",
             dependencies: ["ArborConformance", "Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres"],
             path: "Tests/ArborConformanceTests"),
-        .testTarget(name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON", "ArborPostgres"], path: "Tests/ArborCLITests"),
+        .testTarget(
+            name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON", "ArborPostgres", "ArborConformance"],
+            path: "Tests/ArborCLITests"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -14,7 +14,7 @@ public struct ArborCommand: AsyncParsableCommand {
         subcommands: [
             InitCommand.self, PutCommand.self, GetCommand.self, DeleteCommand.self,
             LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, MergeCommand.self, ConflictsCommand.self,
-            DemoCommand.self,
+            ConformanceCommand.self, DemoCommand.self,
         ])
 
     public init() {}

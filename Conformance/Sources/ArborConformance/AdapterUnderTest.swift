@@ -56,11 +56,11 @@ public struct AdapterCapabilities: OptionSet, Hashable, Sendable, CustomStringCo
     /// Each capability with its name, in a fixed order.
     static let named: [(AdapterCapabilities, String)] = [(.reopen, "reopen"), (.multiProcess, "multiProcess"), (.largeObjects, "largeObjects")]
 
-    /// The names of the capabilities in the set, such as `"reopen, largeObjects"`.
-    public var description: String {
-        let names = Self.named.filter { contains($0.0) }.map(\.1)
-        return names.isEmpty ? "none" : names.joined(separator: ", ")
-    }
+    /// The names of the capabilities in the set, such as `["reopen", "largeObjects"]`.
+    public var names: [String] { Self.named.filter { contains($0.0) }.map(\.1) }
+
+    /// The names, comma-separated, or `"none"`.
+    public var description: String { names.isEmpty ? "none" : names.joined(separator: ", ") }
 }
 
 /// One fresh, empty store of the adapter under test, and what the suite may do with it.

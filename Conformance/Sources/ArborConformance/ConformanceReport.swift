@@ -55,7 +55,7 @@ public struct ConformanceReport: Sendable {
             }
         }
         let (passed, failed, notApplicable) = counts
-        lines.append("\(adapter): \(passed) passed, \(failed) failed, \(notApplicable) not applicable in \(Self.milliseconds(duration))")
+        lines.append("\(passed) passed, \(failed) failed, \(notApplicable) not applicable on \(adapter) in \(Self.milliseconds(duration))")
         return lines.joined(separator: "\n")
     }
 

@@ -1,0 +1,95 @@
+import Arbor
+import ArborCLI
+import ArborConformance
+import Foundation
+import Testing
+
+/// `arbor conformance` on real scratch stores.
+@Suite struct ConformanceCommandTests {
+    func conformance(_ arguments: String...) async throws -> (output: String, succeeded: Bool) {
+        let command = try #require(try ArborCommand.parseAsRoot(["conformance"] + arguments) as? ConformanceCommand)
+        var output = ""
+        let succeeded = try await command.execute(&output)
+        return (output, succeeded)
+    }
+
+    func withFolder(_ body: (String) async throws -> Void) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-conformance-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await body(folder.path)
+    }
+
+    /// The objects and refs the store at `url` holds.
+    func contents(_ url: String) async throws -> (objects: Int, refs: Int) {
+        let backend = try openBackend(try StoreLocation(parsing: url), create: false)
+        let contents = (try await backend.allHashes().count, try await backend.refs().count)
+        try await backend.close()
+        return contents
+    }
+
+    @Test func parsesStoresCasesAndFormat() throws {
+        let command = try #require(try ArborCommand.parseAsRoot(
+            ["conformance", "memory:", "json:/tmp/x", "--only", "contract", "store.diff-log", "--json"]) as? ConformanceCommand)
+        #expect(command.urls == ["memory:", "json:/tmp/x"])
+        #expect(command.only == ["contract", "store.diff-log"])
+        #expect(command.format.json)
+        #expect(throws: (any Error).self) { try ArborCommand.parseAsRoot(["conformance"]) }
+    }
+
+    @Test func runsTheWholeSuiteOnAnLMDBStoreAndLeavesItEmpty() async throws {
+        try await withFolder { folder in
+            let url = "lmdb:\(folder)/store"
+            let (output, succeeded) = try await conformance(url, "memory:")
+            #expect(succeeded)
+            let rows = lines(output).filter { $0.hasPrefix("contract.") || $0.hasPrefix("store.") || $0.hasPrefix("merge.") }
+            let count = ConformanceCase.all.count
+            #expect(rows.count == 2 * count)
+            #expect(rows.allSatisfy { $0.contains(" pass ") || $0.contains(" n/a ") }, "\(output)")
+            #expect(output.contains("\(count) passed, 0 failed, 0 not applicable on \(url) in "))
+            #expect(output.contains("\(count - 3) passed, 0 failed, 3 not applicable on memory: in "))
+            #expect(output.contains("the adapter lacks reopen"))
+            let left = try await contents(url)
+            #expect(left.objects == 0 && left.refs == 0)
+        }
+    }
+
+    @Test func printsJSONForSelectedCases() async throws {
+        try await withFolder { folder in
+            let (output, succeeded) = try await conformance("sqlite:\(folder)/store.sqlite", "--only", "contract.refs-racing", "merge", "--json")
+            #expect(succeeded)
+            let document = try JSONValue.parse(output)
+            #expect(document["succeeded"] == .bool(true))
+            let store = try #require(document["stores"]?.elements.first)
+            #expect(store["url"] == .string("sqlite:\(folder)/store.sqlite"))
+            #expect(store["capabilities"] == .array([.string("reopen"), .string("multiProcess"), .string("largeObjects")]))
+            #expect(store["failed"] == .number("0"))
+            let cases = store["cases"]?.elements ?? []
+            #expect(cases.first?["id"] == .string("contract.refs-racing"))
+            #expect(cases.count == 1 + ConformanceCase.all.filter { $0.group == .merge }.count)
+            #expect(cases.allSatisfy { $0["result"] == .string("passed") && $0["milliseconds"] != nil })
+        }
+    }
+
+    @Test func refusesAStoreThatIsNotEmpty() async throws {
+        try await withJSONStore { url in
+            _ = try await arbor("put", url, "Task", "1", #"{"title": "keep me"}"#)
+            let command = try #require(try ArborCommand.parseAsRoot(["conformance", url]) as? ConformanceCommand)
+            var output = ""
+            await #expect { _ = try await command.execute(&output) } throws: { error in
+                (error as? ArborError)?.code == .invalidInput && "\(error)".contains("is not empty")
+            }
+            #expect(output.isEmpty)
+            #expect(try await contents(url).refs == 1, "the store is left as it was")
+        }
+    }
+
+    @Test func unknownCasesAndUnreachableServersFailWithoutShowingPasswords() async throws {
+        let command = try #require(try ArborCommand.parseAsRoot(["conformance", "memory:", "--only", "nope"]) as? ConformanceCommand)
+        var output = ""
+        await #expect { _ = try await command.execute(&output) } throws: { ($0 as? ArborError)?.code == .invalidInput }
+        let url = "postgres://user:s3cret-pw@127.0.0.1:1/nothing?connect_timeout=2"
+        let unreachable = try #require(try ArborCommand.parseAsRoot(["conformance", url]) as? ConformanceCommand)
+        await #expect { _ = try await unreachable.execute(&output) } throws: { !"\($0)".contains("s3cret-pw") }
+    }
+}
