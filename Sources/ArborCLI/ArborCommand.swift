@@ -7,14 +7,15 @@ public struct ArborCommand: AsyncParsableCommand {
         commandName: "arbor",
         abstract: "Inspect and change an Arbor store: versioned, content-addressed records.",
         discussion: """
-            Every subcommand takes a store URL first: memory:, json:PATH, sqlite:PATH, lmdb:PATH or \
+            Every subcommand takes a store URL first (exchange, sync, migrate and clone take two): memory:, json:PATH, sqlite:PATH, lmdb:PATH or \
             postgres://user:password@host:port/database. Versions are written as a full hash, a unique \
             prefix of at least 4 hex digits, or HEAD (the newest head).
             """,
         subcommands: [
             InitCommand.self, PutCommand.self, GetCommand.self, DeleteCommand.self,
             LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, MergeCommand.self, ConflictsCommand.self,
-            ConformanceCommand.self, DemoCommand.self,
+            ExchangeCommand.self, SyncCommand.self, MigrateCommand.self, CloneCommand.self, ConformanceCommand.self,
+            DemoCommand.self,
         ])
 
     public init() {}

@@ -3,11 +3,41 @@ import ArborConformance
 
 extension Rendering {
     /// The document `arbor conformance --json` prints (see its help).
-    static func json(_ reports: [ConformanceReport]) -> JSONValue {
+    static func json(_ reports: [ConformanceReport], pairs: [ConformanceReport]) -> JSONValue {
         .object([
-            ("succeeded", .bool(reports.allSatisfy(\.succeeded))),
+            ("succeeded", .bool((reports + pairs).allSatisfy(\.succeeded))),
             ("stores", .array(reports.map(json))),
+            ("pairs", .array(pairs.map(json))),
         ])
+    }
+
+    /// The pair matrix for people: a grid of sources (rows) and targets (columns) whose cells say
+    /// how many pair cases passed, then every failure.
+    static func matrix(_ pairs: [ConformanceReport], stores all: [String]) -> String {
+        let width = max(11, (all.map(\.count).max() ?? 0) + 2)
+        func pad(_ text: String) -> String { text + String(repeating: " ", count: max(1, width - text.count)) }
+        var lines = [pad("source \\ target") + all.map(pad).joined()].map { String($0.reversed().drop { $0 == " " }.reversed()) }
+        for (row, source) in all.enumerated() {
+            var cells = [String]()
+            for (column, _) in all.enumerated() {
+                guard row != column else { cells.append(pad("—")); continue }
+                // Pairs run sources in order, each to every other store in order.
+                let index = row * (all.count - 1) + (column < row ? column : column - 1)
+                guard pairs.indices.contains(index) else { cells.append(pad("")); continue }
+                let report = pairs[index]
+                let (passed, failed, _) = report.counts
+                cells.append(pad(failed == 0 ? "\(passed) pass" : "\(failed) FAIL"))
+            }
+            lines.append(String((pad(source) + cells.joined()).reversed().drop { $0 == " " }.reversed()))
+        }
+        for report in pairs {
+            for failure in report.failures {
+                lines.append("\(report.adapter)  \(failure.caseID): \(failure.message): expected \(failure.expected), got \(failure.actual)")
+            }
+        }
+        let (passed, failed) = pairs.reduce((0, 0)) { ($0.0 + $1.counts.passed, $0.1 + $1.counts.failed) }
+        lines.append("pair matrix: \(passed) passed, \(failed) failed on \(pairs.count) ordered pairs in \(ConformanceReport.milliseconds(pairs.reduce(.zero) { $0 + $1.duration }))")
+        return lines.joined(separator: "\n")
     }
 
     static func json(_ report: ConformanceReport) -> JSONValue {

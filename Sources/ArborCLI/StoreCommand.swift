@@ -1,18 +1,28 @@
 import Arbor
 import ArgumentParser
 
-/// A subcommand that works on one store and writes its output to a stream, so that tests can
-/// run it and capture what it prints.
-public protocol StoreCommand: AsyncParsableCommand {
-    /// The store the command works on.
-    var store: StoreOptions { get }
+/// A subcommand that writes its output to a stream, so that tests can run it and capture what
+/// it prints.
+public protocol OutputCommand: AsyncParsableCommand {
+    /// The store URLs the command was given, whose passwords no message may show.
+    var storeURLs: [String] { get }
 
     /// Does the command's work, writing its output to `output`. Failures are thrown, with any
-    /// password in the store URL redacted.
+    /// password in the store URLs redacted.
     func execute(_ output: inout some TextOutputStream) async throws
 }
 
+/// A subcommand that works on one store.
+public protocol StoreCommand: OutputCommand {
+    /// The store the command works on.
+    var store: StoreOptions { get }
+}
+
 extension StoreCommand {
+    public var storeURLs: [String] { [store.url] }
+}
+
+extension OutputCommand {
     /// Executes the command on standard output. A failure is printed as `error: …` on standard
     /// error and ends the process with exit code 1.
     func executeOnStandardOutput() async throws {
@@ -28,9 +38,9 @@ extension StoreCommand {
         }
     }
 
-    /// The text printed after `error: ` for `error`, without any secret of the store URL.
+    /// The text printed after `error: ` for `error`, without any secret of the store URLs.
     func errorMessage(for error: any Error) -> String {
         let text = (error as? ArborError)?.description ?? String(describing: error)
-        return StoreLocation.redactingSecrets(of: store.url, in: text)
+        return storeURLs.reduce(text) { StoreLocation.redactingSecrets(of: $1, in: $0) }
     }
 }

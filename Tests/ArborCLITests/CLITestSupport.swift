@@ -12,7 +12,7 @@ func arbor(_ arguments: String..., input: String? = nil) async throws -> String 
         let put = try #require(command as? PutCommand, "only put reads standard input")
         try await put.execute(&output) { Data(input.utf8) }
     } else {
-        let storeCommand = try #require(command as? any StoreCommand, "\(arguments) is not a store command")
+        let storeCommand = try #require(command as? any OutputCommand, "\(arguments) is not a command with output")
         try await storeCommand.execute(&output)
     }
     return output
@@ -21,7 +21,7 @@ func arbor(_ arguments: String..., input: String? = nil) async throws -> String 
 /// The error `arguments` fail with, or `nil` if they succeed.
 func arborError(_ arguments: String..., input: String? = nil) async -> ArborError? {
     let command = try? ArborCommand.parseAsRoot(arguments)
-    guard let storeCommand = command as? any StoreCommand else { return nil }
+    guard let storeCommand = command as? any OutputCommand else { return nil }
     var output = ""
     do {
         if let input, let put = storeCommand as? PutCommand {

@@ -52,4 +52,22 @@ enum ChildProcess {
             }
         }
     }
+
+    /// Starts executable `name` with `arguments`, its output discarded, and returns at once.
+    static func start(_ name: String, _ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try executable(name))
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+}
+
+extension Process {
+    /// Sends `signal` to the process (SIGKILL: no chance to clean up, as a crash or power cut).
+    func terminate(signal: Int32) {
+        if isRunning { kill(processIdentifier, signal) }
+    }
 }

@@ -42,13 +42,16 @@ import Testing
             let url = "lmdb:\(folder)/store"
             let (output, succeeded) = try await conformance(url, "memory:")
             #expect(succeeded)
-            let rows = lines(output).filter { $0.hasPrefix("contract.") || $0.hasPrefix("store.") || $0.hasPrefix("merge.") }
+            let rows = lines(output).filter { line in ConformanceCase.Group.allCases.contains { line.hasPrefix($0.rawValue + ".") } }
             let count = ConformanceCase.all.count
             #expect(rows.count == 2 * count)
             #expect(rows.allSatisfy { $0.contains(" pass ") || $0.contains(" n/a ") }, "\(output)")
             #expect(output.contains("\(count) passed, 0 failed, 0 not applicable on \(url) in "))
             #expect(output.contains("\(count - 3) passed, 0 failed, 3 not applicable on memory: in "))
             #expect(output.contains("the adapter lacks reopen"))
+            // The pair matrix: the store to memory: and back.
+            #expect(lines(output).contains { $0.hasPrefix(url) && $0.hasSuffix("\(ConformancePairCase.all.count) pass") })
+            #expect(output.contains("pair matrix: \(2 * ConformancePairCase.all.count) passed, 0 failed on 2 ordered pairs in "))
             let left = try await contents(url)
             #expect(left.objects == 0 && left.refs == 0)
         }
@@ -69,6 +72,19 @@ import Testing
             #expect(cases.count == 1 + ConformanceCase.all.filter { $0.group == .merge }.count)
             #expect(cases.allSatisfy { $0["result"] == .string("passed") && $0["milliseconds"] != nil })
         }
+    }
+
+    @Test func runsTheMatrixAloneAsJSON() async throws {
+        try await withFolder { folder in
+            let (output, succeeded) = try await conformance("memory:", "json:\(folder)/j", "--only", "matrix.exchange", "--json")
+            #expect(succeeded)
+            let document = try JSONValue.parse(output)
+            #expect(document["stores"] == .array([]))
+            let pairs = document["pairs"]?.elements ?? []
+            #expect(pairs.map { $0["url"] } == [.string("memory: → json:\(folder)/j"), .string("json:\(folder)/j → memory:")])
+            #expect(pairs.allSatisfy { $0["cases"]?.elements.map { $0["id"] } == [.string("matrix.exchange")] && $0["failed"] == .number("0") })
+        }
+        await #expect { _ = try await conformance("memory:", "--only", "matrix") } throws: { ($0 as? ArborError)?.code == .invalidInput }
     }
 
     @Test func refusesAStoreThatIsNotEmpty() async throws {

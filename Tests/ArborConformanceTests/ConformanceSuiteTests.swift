@@ -24,6 +24,25 @@ import Testing
         }
     }
 
+    /// Exchange, sync and migration between every ordered pair of the project's adapters.
+    @Test func theMatrixPassesOnEveryPairOfAdapters() async throws {
+        let adapters = SuiteAdapter.projectAdapters.map(\.adapter)
+        let reports = try await ConformanceMatrix(adapters: adapters).run()
+        #expect(reports.count == adapters.count * (adapters.count - 1))
+        #expect(reports.allSatisfy { $0.results.count == ConformancePairCase.all.count })
+        let failures = reports.filter { !$0.succeeded }.map { $0.adapter + ": " + $0.failures.map(\.description).joined(separator: "; ") }
+        #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
+    }
+
+    /// A broken adapter fails the matrix in both directions.
+    @Test func theMatrixCatchesABrokenAdapter() async throws {
+        let matrix = ConformanceMatrix(adapters: [SuiteAdapter.memory.adapter, SuiteAdapter.faulty(.corruptsBytes)])
+        let reports = try await matrix.run()
+        #expect(reports.map(\.adapter) == ["memory → faulty(corruptsBytes)", "faulty(corruptsBytes) → memory"])
+        #expect(reports.allSatisfy { Set($0.failedCaseIDs) == Set(ConformancePairCase.all.map(\.id)) }, "\(reports.map(\.failedCaseIDs))")
+        await #expect(throws: ConformanceMatrixFailure.self) { try await matrix.runAll(only: ["matrix.exchange"]) }
+    }
+
     @Test func aFaultlessWrapperPasses() async throws {
         try await ConformanceSuite(adapter: SuiteAdapter.faulty(nil)).runAll()
     }
@@ -55,6 +74,6 @@ import Testing
         let guide = try String(contentsOf: root.appendingPathComponent("Conformance/README.md"), encoding: .utf8)
         let example = try String(contentsOf: tests.appendingPathComponent("ExampleFileBackend.swift"), encoding: .utf8)
         #expect(guide.contains(example.trimmingCharacters(in: .newlines)))
-        for testCase in ConformanceCase.all { #expect(guide.contains("| `\(testCase.id)` |"), "\(testCase.id)") }
+        for id in ConformanceCase.all.map(\.id) + ConformancePairCase.all.map(\.id) { #expect(guide.contains("| `\(id)` |"), "\(id)") }
     }
 }

@@ -2,29 +2,16 @@ import Foundation
 import Synchronization
 @testable import Arbor
 
-/// A backend wrapper that counts the objects read and written through it.
-final class CountingBackend: Backend {
-    let inner: any Backend
-    private let counters = Mutex((gets: 0, puts: 0, getCalls: 0))
+/// A backend that forwards every call to `inner`; wrappers override what they change.
+protocol ForwardingBackend: Backend {
+    var inner: any Backend { get }
+}
 
-    init(_ inner: any Backend = MemoryBackend()) { self.inner = inner }
-
+extension ForwardingBackend {
     var engineName: String { inner.engineName }
-    var objectsRead: Int { counters.withLock { $0.gets } }
-    var objectsWritten: Int { counters.withLock { $0.puts } }
-    var getCalls: Int { counters.withLock { $0.getCalls } }
-    func reset() { counters.withLock { $0 = (0, 0, 0) } }
-
-    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        counters.withLock { $0.gets += hashes.count; $0.getCalls += 1 }
-        return try await inner.get(hashes)
-    }
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] { try await inner.get(hashes) }
     func contains(_ hashes: [Hash]) async throws -> Set<Hash> { try await inner.contains(hashes) }
-    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
-        let fresh = try await objects.count - inner.contains(objects.map(\.hash)).count
-        counters.withLock { $0.puts += fresh }
-        try await inner.put(objects)
-    }
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws { try await inner.put(objects) }
     func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
         try await inner.enumerateHashes(batchSize: batchSize, body)
     }
@@ -34,6 +21,29 @@ final class CountingBackend: Backend {
         try await inner.compareAndSwap(ref: name, expected: expected, new: new)
     }
     func close() async throws { try await inner.close() }
+}
+
+/// A backend wrapper that counts the objects read and written through it.
+final class CountingBackend: ForwardingBackend {
+    let inner: any Backend
+    private let counters = Mutex((gets: 0, puts: 0, getCalls: 0))
+
+    init(_ inner: any Backend = MemoryBackend()) { self.inner = inner }
+
+    var objectsRead: Int { counters.withLock { $0.gets } }
+    var objectsWritten: Int { counters.withLock { $0.puts } }
+    var getCalls: Int { counters.withLock { $0.getCalls } }
+    func reset() { counters.withLock { $0 = (0, 0, 0) } }
+
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        counters.withLock { $0.gets += hashes.count; $0.getCalls += 1 }
+        return try await inner.get(hashes)
+    }
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        let fresh = try await objects.count - inner.contains(objects.map(\.hash)).count
+        counters.withLock { $0.puts += fresh }
+        try await inner.put(objects)
+    }
 }
 
 /// A small deterministic random number generator (SplitMix64), so failures reproduce.

@@ -11,6 +11,8 @@ public struct ConformanceCase: Sendable, Identifiable {
         case store
         /// The merge scenarios on the adapter.
         case merge
+        /// Exchange, sync and migration between the adapter and the in-memory reference adapter.
+        case exchange
     }
 
     /// A stable id, `group.name`, such as `"contract.put-get-batches"`.
@@ -33,5 +35,5 @@ public struct ConformanceCase: Sendable, Identifiable {
     public var group: Group? { Group(rawValue: String(id.prefix { $0 != "." })) }
 
     /// Every case, in the order the suite runs them.
-    public static let all: [ConformanceCase] = objectCases + refCases + durabilityCases + storeCases + mergeCases
+    public static let all: [ConformanceCase] = objectCases + refCases + durabilityCases + storeCases + mergeCases + exchangeCases
 }

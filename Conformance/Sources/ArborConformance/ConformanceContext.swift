@@ -15,6 +15,33 @@ final class ConformanceContext: Sendable {
         state = Mutex(([fresh.backend], ""))
     }
 
+    /// Runs `body` on a fresh store of `adapter` after checking that it is empty, then closes every
+    /// handle and cleans up, whatever happened. Every error is thrown as a ``ConformanceFailure``.
+    static func withFresh(_ adapter: AdapterUnderTest, _ body: (ConformanceContext) async throws -> Void) async throws {
+        let fresh: FreshBackend
+        do { fresh = try await adapter.makeFresh() } catch {
+            throw ConformanceFailure(message: "making a fresh store of \(adapter.name)", expected: "a store", actual: ConformanceFailure.describe(error))
+        }
+        let context = ConformanceContext(adapter: adapter, fresh: fresh)
+        var failure: ConformanceFailure?
+        do {
+            try await context.requireEmpty()
+            try await body(context)
+        } catch let error as ConformanceFailure {
+            failure = error
+        } catch {
+            let step = context.currentStep
+            failure = ConformanceFailure(message: step.isEmpty ? "the case" : step, expected: "no error", actual: ConformanceFailure.describe(error))
+        }
+        await context.closeAll()
+        do { try await fresh.cleanup() } catch {
+            if failure == nil {
+                failure = ConformanceFailure(message: "cleaning up after the case", expected: "no error", actual: ConformanceFailure.describe(error))
+            }
+        }
+        if let failure { throw failure }
+    }
+
     /// The fresh store.
     var backend: any Backend { fresh.backend }
 
@@ -27,6 +54,7 @@ final class ConformanceContext: Sendable {
     }
 
     /// Runs `body` as the step `description`: an error it throws becomes a failure naming the step.
+    @discardableResult
     func step<Value>(_ description: String, _ body: () async throws -> Value) async throws -> Value {
         step(description)
         do { return try await body() } catch let failure as ConformanceFailure { throw failure } catch {

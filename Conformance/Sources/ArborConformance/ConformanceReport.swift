@@ -101,4 +101,18 @@ public struct ConformanceResult: Sendable {
         self.outcome = outcome
         self.duration = duration
     }
+
+    /// The result of running `body` as the case `caseID`: passed, or failed with what it threw.
+    static func measuring(_ caseID: String, _ body: () async throws -> Void) async -> ConformanceResult {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var outcome = Outcome.passed
+        do { try await body() } catch {
+            var failure = error as? ConformanceFailure
+                ?? ConformanceFailure(message: "the case", expected: "no error", actual: ConformanceFailure.describe(error))
+            failure.caseID = caseID
+            outcome = .failed(failure)
+        }
+        return ConformanceResult(caseID: caseID, outcome: outcome, duration: clock.now - start)
+    }
 }

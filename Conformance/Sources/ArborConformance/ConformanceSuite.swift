@@ -61,40 +61,9 @@ public struct ConformanceSuite: Sendable {
         guard missing.isEmpty else {
             return ConformanceResult(caseID: testCase.id, outcome: .notApplicable(reason: "the adapter lacks \(missing)"), duration: .zero)
         }
-        let clock = ContinuousClock()
-        let start = clock.now
-        let failure = await failure(of: testCase)
-        var result = ConformanceResult(caseID: testCase.id, outcome: .passed, duration: clock.now - start)
-        if var failure {
-            failure.caseID = testCase.id
-            result.outcome = .failed(failure)
+        return await ConformanceResult.measuring(testCase.id) {
+            try await ConformanceContext.withFresh(adapter) { try await testCase.body($0) }
         }
-        return result
-    }
-
-    private func failure(of testCase: ConformanceCase) async -> ConformanceFailure? {
-        let fresh: FreshBackend
-        do { fresh = try await adapter.makeFresh() } catch {
-            return ConformanceFailure(message: "making a fresh store", expected: "a store", actual: "error: \(error)")
-        }
-        let context = ConformanceContext(adapter: adapter, fresh: fresh)
-        var failure: ConformanceFailure?
-        do {
-            try await context.requireEmpty()
-            try await testCase.body(context)
-        } catch let error as ConformanceFailure {
-            failure = error
-        } catch {
-            let step = context.currentStep
-            failure = ConformanceFailure(message: step.isEmpty ? "the case" : step, expected: "no error", actual: ConformanceFailure.describe(error))
-        }
-        await context.closeAll()
-        do { try await fresh.cleanup() } catch {
-            if failure == nil {
-                failure = ConformanceFailure(message: "cleaning up after the case", expected: "no error", actual: "error: \(error)")
-            }
-        }
-        return failure
     }
 }
 

@@ -1,0 +1,89 @@
+/// The objects one object names, read from its canonical bytes without decoding the records in
+/// it: what an exchange, a migration or a verification follows from a root.
+struct ObjectLinks {
+    var kind: ObjectKind
+    /// For a branch: its level, and its children with the records below each.
+    var level = 0
+    var children: [(hash: Hash, count: UInt64)] = []
+    /// For a leaf: the blobs its records are stored in.
+    var blobs: [Hash] = []
+    /// For a leaf: the number of records it holds.
+    var recordCount: UInt64 = 0
+    /// For a commit: its index root and parents, and when it was made.
+    var root: Hash?
+    var parents: [Hash] = []
+    var time = HybridTime(milliseconds: 0)
+    /// For a head set: the heads it names.
+    var heads: [Hash] = []
+
+    /// Reads the links of `bytes`; throws ``ArborError/Code/unsupportedFormat`` for an object of
+    /// another format, ``ArborError/Code/corruptObject`` for one that does not parse.
+    init(_ bytes: [UInt8]) throws {
+        guard bytes.count >= 2 else { throw ArborError(.corruptObject, "malformed object: \(bytes.count) bytes") }
+        guard bytes[0] == objectFormatMarker else {
+            throw ArborError(.unsupportedFormat, "an object of another format (marker 0x\(String(bytes[0], radix: 16)); this Arbor reads 0x\(String(objectFormatMarker, radix: 16)))")
+        }
+        guard let kind = ObjectKind(rawValue: bytes[1]) else { throw ArborError(.corruptObject, "malformed object: unknown kind \(bytes[1])") }
+        self.kind = kind
+        var reader = ByteReader(bytes, offset: 2)
+        switch kind {
+        case .leaf:
+            let count = try reader.count()
+            recordCount = UInt64(count)
+            for _ in 0..<count {
+                _ = try reader.slice()
+                switch try reader.byte() {
+                case 0: _ = try reader.slice()
+                case 1: blobs.append(try reader.hash())
+                default: throw reader.corrupt("unknown leaf payload")
+                }
+            }
+        case .branch:
+            level = try reader.count(limit: 64)
+            guard level > 0 else { throw reader.corrupt("branch at level 0") }
+            let count = try reader.count()
+            children.reserveCapacity(count)
+            for _ in 0..<count {
+                _ = try reader.slice()
+                children.append((try reader.hash(), try reader.varint()))
+            }
+        case .commit:
+            let content = try Version.Content.decode(bytes)
+            root = content.root
+            parents = content.parents
+            time = content.time
+            return
+        case .headSet:
+            heads = try HeadSet.decode(bytes)
+            return
+        case .blob:
+            return
+        }
+        try reader.expectEnd()
+    }
+
+    /// The links of object `hash` of `backend`, which must be of `kind` (any kind when `nil`);
+    /// a failure names the object and the backend.
+    static func read(_ hash: Hash, _ bytes: [UInt8], expecting kind: ObjectKind?, in backend: any Backend, operation: String) throws -> ObjectLinks {
+        do {
+            let links = try ObjectLinks(bytes)
+            if let kind, links.kind != kind {
+                throw ArborError(.corruptObject, "expected a \(kind.name), found a \(links.kind.name)")
+            }
+            return links
+        } catch let error as ArborError {
+            throw ArborError(error.code, "object \(hash): \(error.message)", backend: backend.engineName, operation: operation)
+        }
+    }
+
+    /// Every object this one names directly.
+    var all: [Hash] {
+        switch kind {
+        case .leaf: blobs
+        case .branch: children.map(\.hash)
+        case .commit: (root.map { [$0] } ?? []) + parents
+        case .headSet: heads
+        case .blob: []
+        }
+    }
+}

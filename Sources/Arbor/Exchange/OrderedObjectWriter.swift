@@ -1,0 +1,72 @@
+/// Writes objects to a backend in batches, strictly in the order they are added, with one batch
+/// in flight while the caller goes on reading.
+///
+/// Callers add every object after the objects it names (children first). Because batches land
+/// one after another, an interrupted transfer leaves the target holding only objects whose
+/// children it also holds, which is what lets the next transfer skip any subtree it finds.
+/// Used from one task at a time.
+final class OrderedObjectWriter {
+    let backend: any Backend
+    private let maxObjects: Int
+    private let maxBytes: Int
+    private var pending: [(hash: Hash, bytes: [UInt8])] = []
+    private var pendingBytes = 0
+    /// Objects added but not yet known to be stored: the pending batch and the one in flight.
+    private var queued = Set<Hash>()
+    private var inFlight: Task<Void, any Error>?
+    private var inFlightHashes: [Hash] = []
+
+    private(set) var objectsWritten = 0
+    private(set) var bytesWritten = 0
+
+    init(backend: any Backend, maxObjects: Int = 2_000, maxBytes: Int = 8 << 20) {
+        self.backend = backend
+        self.maxObjects = maxObjects
+        self.maxBytes = maxBytes
+    }
+
+    /// Whether `hash` was added and may not be stored yet.
+    func isQueued(_ hash: Hash) -> Bool { queued.contains(hash) }
+
+    /// Adds an object after everything added before; an object already added is ignored.
+    func add(_ hash: Hash, _ bytes: [UInt8]) async throws {
+        guard queued.insert(hash).inserted else { return }
+        pending.append((hash, bytes))
+        pendingBytes += bytes.count
+        if pending.count >= maxObjects || pendingBytes >= maxBytes { try await flush() }
+    }
+
+    /// Starts writing the pending batch once the batch in flight has landed.
+    func flush() async throws {
+        try await awaitInFlight()
+        guard !pending.isEmpty else { return }
+        let batch = pending
+        let backend = backend
+        inFlightHashes = batch.map(\.hash)
+        objectsWritten += batch.count
+        bytesWritten += pendingBytes
+        pending = []
+        pendingBytes = 0
+        inFlight = Task { try await backend.put(batch) }
+    }
+
+    /// Writes everything added and waits until it has landed.
+    func finish() async throws {
+        try await flush()
+        try await awaitInFlight()
+    }
+
+    /// Waits for a write in flight; on failure nothing more is written.
+    func cancel() async {
+        if let inFlight { _ = try? await inFlight.value }
+        inFlight = nil
+    }
+
+    private func awaitInFlight() async throws {
+        guard let task = inFlight else { return }
+        inFlight = nil
+        try await task.value
+        queued.subtract(inFlightHashes)
+        inFlightHashes = []
+    }
+}

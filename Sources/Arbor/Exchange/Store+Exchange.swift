@@ -1,0 +1,120 @@
+extension Store {
+    /// Sends to `target` every version of this store that it lacks, with every object those
+    /// versions need, and makes this store's heads heads of `target` (replacing the target's
+    /// heads they descend from).
+    ///
+    /// The two stores negotiate from their heads, never by listing versions or objects: the
+    /// history is walked back from this store's heads to the versions the target has; each
+    /// missing version's index is walked from its root, asking the target in batches which
+    /// nodes it already holds and skipping those subtrees. Objects are written children first,
+    /// in batches, and the target's heads change last, by compare-and-swap. Every object read
+    /// is checked against its hash, so a corrupt source object stops the exchange (naming it)
+    /// before any ref changes.
+    ///
+    /// Idempotent and resumable: an exchange that fails or is killed at any point can simply be
+    /// run again; it finds what already landed and copies nothing twice. Stores that are already
+    /// in sync find that out from their refs alone.
+    ///
+    /// The stores may be on any two backends; the exchange only uses the ``Backend`` protocol.
+    ///
+    /// `batchSize` is the most objects written to the target in one call (one transaction on the
+    /// transactional engines).
+    ///
+    /// - Complexity: O(m + k log n) objects read and written for `m` missing versions whose
+    ///   indexes differ from what the target has in `k` records of `n`; O(height) memory besides
+    ///   the list of missing versions.
+    @discardableResult
+    public func exchange(to target: Store, batchSize: Int = 2_000, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
+        try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: max(1, batchSize)).exchange()
+    }
+
+    /// Brings this store and `other` to the same heads: exchanges both ways, merges the heads
+    /// here with `strategy` (default: this store's configured strategy) when there are several,
+    /// and sends the merge to `other`. Afterwards both have the same single head, unless the
+    /// strategy is ``MergeStrategy/manual`` and the heads conflict: then both keep the same
+    /// several heads and the report lists the conflicts.
+    ///
+    /// Merges are deterministic, so replicas that sync in any order converge on the same hash.
+    ///
+    /// - Complexity: that of two exchanges, a merge and a third exchange of the merge commit.
+    @discardableResult
+    public func sync(with other: Store, strategy: MergeStrategy? = nil, progress: TransferProgressHandler? = nil) async throws -> SyncReport {
+        let sent = try await exchange(to: other, progress: progress)
+        let received = try await other.exchange(to: self, progress: progress)
+        var merge: MergeOutcome?
+        if try await headState().heads.count > 1 {
+            merge = try await mergeHeads(strategy: strategy)
+        }
+        let settled = try await exchange(to: other, progress: progress)
+        return SyncReport(sent: sent, received: received, merge: merge, settled: settled)
+    }
+}
+
+/// What a sync did.
+public struct SyncReport: Sendable {
+    /// The exchange from the store that synced to the other.
+    public var sent: ExchangeReport
+    /// The exchange back.
+    public var received: ExchangeReport
+    /// The merge of the heads, when there were several; `nil` when there was nothing to merge.
+    public var merge: MergeOutcome?
+    /// The exchange that sent the merge to the other store.
+    public var settled: ExchangeReport
+
+    /// The heads both stores have afterwards.
+    public var heads: [Hash] { settled.heads }
+
+    /// The conflicts a ``MergeStrategy/manual`` merge stopped at; empty otherwise.
+    public var conflicts: [MergeConflict] {
+        if case .conflicts(let conflicts)? = merge { return conflicts }
+        return []
+    }
+}
+
+extension Transfer {
+    /// Copies what the target lacks of the source's history and adopts the source's heads.
+    func exchange() async throws -> ExchangeReport {
+        do {
+            let source = source
+            async let sourceRefs = source.refs()
+            let targetRefs = try await target.refs()
+            var report = ExchangeReport()
+            guard let sourceHeadsRef = try await sourceRefs[RefName.heads] else {
+                report.alreadyInSync = targetRefs[RefName.heads] == nil
+                report.heads = try await Transfer.headState(of: target, refs: targetRefs).heads
+                report.seconds = seconds
+                return report
+            }
+            let (_, sourceHeads) = try await Transfer.headState(of: source, refs: try await sourceRefs)
+            if targetRefs[RefName.heads] == sourceHeadsRef {
+                report.alreadyInSync = true
+                report.heads = sourceHeads
+                report.seconds = seconds
+                return report
+            }
+            // Read the target's heads first: a store of another format fails here, untouched.
+            _ = try await Transfer.headState(of: target, refs: targetRefs)
+            let (missing, boundary) = try await missingVersions(from: sourceHeads)
+            try await copyVersions(missing)
+            try await writer.finish()
+            let heads = try await adoptHeads(sourceHeads, copied: Set(missing).intersection(sourceHeads), boundary: boundary)
+            return finalReport(versions: missing.count, heads: heads)
+        } catch {
+            await writer.cancel()
+            throw error
+        }
+    }
+
+    /// The report of a finished transfer of `versions` versions that left the target at `heads`.
+    func finalReport(versions: Int, heads: [Hash]) -> ExchangeReport {
+        var report = ExchangeReport()
+        report.versions = versions
+        report.objects = writer.objectsWritten
+        report.bytes = writer.bytesWritten
+        report.rounds = rounds
+        report.heads = heads
+        report.seconds = seconds
+        reportProgress(force: true)
+        return report
+    }
+}

@@ -1,0 +1,100 @@
+extension Store {
+    /// Copies this whole store into `target`, a store without versions on any backend, and
+    /// proves the copy.
+    ///
+    /// By default every version is copied (an exchange into the empty target); with
+    /// `latestOnly`, only the state of each current head: each becomes a version without
+    /// parents, with the same index root, time, replica and message (so a different hash).
+    /// Memory stays bounded by the height of the index and one batch, whatever the store's size.
+    ///
+    /// A target that holds objects but no versions (a migration that was interrupted) is
+    /// resumed: what already landed is not copied again. A target with versions is refused with
+    /// ``ArborError/Code/alreadyExists`` and left untouched.
+    ///
+    /// With `verify`, afterwards: the target's `heads` ref must name the same head set as the
+    /// source's (with `latestOnly`: heads with the same roots), every object of the target must
+    /// match its hash and (but for the new commits) be in the source, and the index of every
+    /// head must be complete in the target. Failures throw ``ArborError/Code/corruptObject``.
+    ///
+    /// - Complexity: O(*N*) objects read and written for the *N* objects the history needs
+    ///   (with `latestOnly`, the objects of the heads' indexes), and as many again to verify.
+    @discardableResult
+    public func migrate(
+        to target: Store, latestOnly: Bool = false, verify: Bool = true, progress: TransferProgressHandler? = nil
+    ) async throws -> MigrationReport {
+        let targetRefs = try await target.backend.refs()
+        guard targetRefs.isEmpty else {
+            throw ArborError(
+                .alreadyExists, "the target store is not empty (it has \(targetRefs.count == 1 ? "a ref" : "\(targetRefs.count) refs")): migrate and clone copy into a store without versions",
+                backend: target.backend.engineName, operation: "migrate")
+        }
+        let transfer = Transfer(from: backend, to: target.backend, progress: progress)
+        var report = MigrationReport(latestOnly: latestOnly)
+        if latestOnly {
+            report.exchange = try await transfer.copyLatest()
+        } else {
+            report.exchange = try await transfer.exchange()
+        }
+        report.heads = report.exchange.heads
+        report.copySeconds = report.exchange.seconds
+        if verify {
+            let check = MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly)
+            try await check.run(&report)
+        }
+        return report
+    }
+}
+
+/// What a migration did.
+public struct MigrationReport: Sendable {
+    /// Whether only the heads' state was copied.
+    public var latestOnly: Bool
+    /// Versions, objects and bytes copied.
+    public var exchange = ExchangeReport()
+    /// The target's heads afterwards.
+    public var heads: [Hash] = []
+    /// Whether the copy was verified, and how many objects and bytes of the target were checked.
+    public var verified = false
+    public var objectsChecked = 0
+    public var bytesChecked = 0
+    public var copySeconds: Double = 0
+    public var verifySeconds: Double = 0
+
+    init(latestOnly: Bool) { self.latestOnly = latestOnly }
+}
+
+extension Transfer {
+    /// Copies the index of each source head and a parentless version of it, and makes those the
+    /// target's heads.
+    func copyLatest() async throws -> ExchangeReport {
+        do {
+            let (_, heads) = try await Transfer.headState(of: source)
+            let commits = try await fetch(heads)
+            var newHeads = Set<Hash>()
+            versionsTotal = heads.count
+            for head in heads {
+                var content = try Version.Content.decode(commits[head] ?? [])
+                try await copyTree(root: content.root, records: content.recordCount)
+                content.parents = []
+                let bytes = content.encoded()
+                let id = Hash.of(bytes)
+                try await writer.add(id, bytes)
+                newHeads.insert(id)
+                versionsDone += 1
+            }
+            try await writer.finish()
+            let headSet = HeadSet.encode(newHeads)
+            let headSetHash = Hash.of(headSet)
+            if !newHeads.isEmpty {
+                try await target.put([(headSetHash, headSet)])
+                guard try await target.compareAndSwap(ref: RefName.heads, expected: nil, new: headSetHash) else {
+                    throw ArborError(.alreadyExists, "another writer gave the target versions during the migration", backend: target.engineName, operation: "migrate")
+                }
+            }
+            return finalReport(versions: newHeads.count, heads: newHeads.sorted())
+        } catch {
+            await writer.cancel()
+            throw error
+        }
+    }
+}

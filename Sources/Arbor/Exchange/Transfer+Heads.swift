@@ -1,0 +1,81 @@
+extension Transfer {
+    /// The head set `backend`'s `heads` ref names: the ref's value and the heads, or `nil` and
+    /// none for a store without versions.
+    static func headState(of backend: any Backend, refs: [String: Hash]? = nil) async throws -> (ref: Hash?, heads: [Hash]) {
+        let known: [String: Hash]
+        if let refs { known = refs } else { known = try await backend.refs() }
+        guard let ref = known[RefName.heads] else { return (nil, []) }
+        let bytes = try await ObjectFetch.verified([ref], from: backend)[ref] ?? []
+        do {
+            let links = try ObjectLinks(bytes)
+            guard links.kind == .headSet else { throw ArborError(.corruptObject, "it is a \(links.kind.name)") }
+            return (ref, links.heads)
+        } catch let error as ArborError {
+            throw ArborError(error.code, "the head set \(ref) cannot be read: \(error.message)", backend: backend.engineName, operation: "heads")
+        }
+    }
+
+    /// Makes the target's heads the union of its heads and `incoming`, less every version that
+    /// another of them descends from; by compare-and-swap, retried so that heads committed
+    /// concurrently stay.
+    ///
+    /// `copied` are incoming heads the target lacked before this transfer: nothing the target
+    /// had descends from them. `boundary` are versions the target had where the copied history
+    /// met it: they and all their ancestors are no longer heads.
+    ///
+    /// - Complexity: O(v) commit reads for the `v` versions of the target newer than the oldest
+    ///   head involved that the target already had; none when the target had none of them.
+    func adoptHeads(_ incoming: [Hash], copied: Set<Hash>, boundary: Set<Hash>) async throws -> [Hash] {
+        while true {
+            let (ref, current) = try await Transfer.headState(of: target)
+            let candidates = Set(current).union(incoming).subtracting(copied)
+            let ancestors = try await ancestorsAmong(candidates, walkingFrom: boundary)
+            let heads = candidates.subtracting(ancestors).union(copied)
+            if heads == Set(current) { return current.sorted() }
+            let bytes = HeadSet.encode(heads)
+            let hash = Hash.of(bytes)
+            try await target.put([(hash, bytes)])
+            if try await target.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return heads.sorted() }
+        }
+    }
+
+    /// The members of `candidates` (versions the target holds) that are ancestors of another
+    /// member or of a version in `boundary` (or are themselves in `boundary`).
+    ///
+    /// Walks back from the candidates' parents and the boundary, but never below the oldest
+    /// candidate: an ancestor is always older than its descendants.
+    private func ancestorsAmong(_ candidates: Set<Hash>, walkingFrom boundary: Set<Hash>) async throws -> Set<Hash> {
+        guard !candidates.isEmpty, candidates.count > 1 || !boundary.isEmpty else { return [] }
+        var commits = [Hash: ObjectLinks]()
+        func load(_ hashes: some Sequence<Hash>) async throws {
+            let wanted = hashes.filter { commits[$0] == nil }
+            var start = 0
+            while start < wanted.count {
+                let chunk = Array(wanted[start..<min(start + Transfer.requestSize, wanted.count)])
+                let objects = try await ObjectFetch.verified(chunk, from: target)
+                for hash in chunk {
+                    commits[hash] = try ObjectLinks.read(hash, objects[hash] ?? [], expecting: .commit, in: target, operation: "heads")
+                }
+                start += chunk.count
+            }
+        }
+        try await load(candidates)
+        let oldest = candidates.compactMap { commits[$0]?.time }.min()!
+        var ancestors = Set<Hash>()
+        var visited = Set<Hash>()
+        var frontier = boundary.union(candidates.flatMap { commits[$0]?.parents ?? [] })
+        while !frontier.isEmpty {
+            try await load(frontier)
+            var next = Set<Hash>()
+            for hash in frontier where visited.insert(hash).inserted {
+                guard let links = commits[hash], links.time >= oldest else { continue }
+                if candidates.contains(hash) { ancestors.insert(hash) }
+                next.formUnion(links.parents)
+            }
+            // Keep only what this walk needs: the commits loaded for the next step.
+            commits = commits.filter { candidates.contains($0.key) }
+            frontier = next.subtracting(visited)
+        }
+        return ancestors
+    }
+}

@@ -1,0 +1,30 @@
+import Arbor
+import ArgumentParser
+
+/// `arbor clone FROM TO [--json]`: `migrate` with all history, into a store without versions.
+public struct CloneCommand: OutputCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "clone",
+        abstract: "Copy a store with all its history into a new store (migrate without options).",
+        discussion: """
+            TO is created when it does not exist; a store with versions is refused and left untouched (an \
+            interrupted clone leaves none, and running it again resumes it). The copy is verified. With --json, \
+            the summary of arbor migrate.
+            """)
+
+    @OptionGroup public var stores: StorePairOptions
+    @OptionGroup public var format: OutputOptions
+
+    public init() {}
+
+    public var storeURLs: [String] { [stores.from, stores.to] }
+
+    public func run() async throws {
+        Interruption.explainOnInterrupt()
+        try await executeOnStandardOutput()
+    }
+
+    public func execute(_ output: inout some TextOutputStream) async throws {
+        try await MigrateCommand.migrate(stores, latest: false, verify: true, json: format.json, label: "clone", to: &output)
+    }
+}

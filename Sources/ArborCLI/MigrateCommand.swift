@@ -1,0 +1,58 @@
+import Arbor
+import ArgumentParser
+
+/// `arbor migrate FROM TO [--latest] [--no-verify] [--json]`: copies a whole store.
+public struct MigrateCommand: OutputCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Copy a whole store into a new store on any engine, and prove the copy.",
+        discussion: """
+            TO is created when it does not exist; a store with versions is refused and left untouched. A \
+            migration that was interrupted leaves TO without versions, and running it again resumes it. \
+            Copies all history, or with --latest only the state of each head (as versions without parents). \
+            Then verifies (unless --no-verify) that the heads are the same on both sides, that every object of \
+            TO matches its hash and comes from FROM, and that every head's index is complete. Memory stays \
+            bounded whatever the store's size. With --json: {"versions", "objects", "bytes", "seconds", \
+            "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds", "heads"}.
+            """)
+
+    @OptionGroup public var stores: StorePairOptions
+
+    @Flag(help: "Copy only the state of the current heads, not their history.")
+    public var latest = false
+
+    @Flag(inversion: .prefixedNo, help: "Verify the copy afterwards.")
+    public var verify = true
+
+    @OptionGroup public var format: OutputOptions
+
+    public init() {}
+
+    public var storeURLs: [String] { [stores.from, stores.to] }
+
+    public func run() async throws {
+        Interruption.explainOnInterrupt()
+        try await executeOnStandardOutput()
+    }
+
+    public func execute(_ output: inout some TextOutputStream) async throws {
+        try await MigrateCommand.migrate(stores, latest: latest, verify: verify, json: format.json, label: "migrate", to: &output)
+    }
+
+    /// The work of `migrate` and `clone`.
+    static func migrate(
+        _ stores: StorePairOptions, latest: Bool, verify: Bool, json: Bool, label: String, to output: inout some TextOutputStream
+    ) async throws {
+        let bar = ProgressBar(label: label)
+        defer { bar.finish() }
+        let report = try await stores.withStores(target: .createIfMissing) { from, to in
+            try await from.migrate(to: to, latestOnly: latest, verify: verify, progress: bar.handler)
+        }
+        bar.finish()
+        if json {
+            print(Rendering.json(report).serialized(pretty: true), to: &output)
+        } else {
+            for line in Rendering.lines(report) { print(line, to: &output) }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import Arbor
+import ArgumentParser
+
+/// The two store URLs of a command that moves versions from one store to another.
+public struct StorePairOptions: ParsableArguments {
+    /// The store versions come from, as written (parsed when the command runs, so that no parser
+    /// error repeats a password).
+    @Argument(help: ArgumentHelp("The store to copy from (a URL, as for every subcommand).", valueName: "from"))
+    public var from: String
+
+    /// The store versions go to.
+    @Argument(help: ArgumentHelp("The store to copy to.", valueName: "to"))
+    public var to: String
+
+    public init() {}
+
+    /// How to open the second store.
+    enum TargetOpening {
+        /// It must exist.
+        case existing
+        /// It is created when missing (an existing store is opened as it is).
+        case createIfMissing
+    }
+
+    /// Opens both stores, runs `body` on them and closes them, also when `body` throws. Errors
+    /// are rethrown with the passwords of both URLs redacted.
+    func withStores<Value>(
+        target opening: TargetOpening = .existing,
+        configuration: Store.Configuration = Store.Configuration(),
+        _ body: (_ from: Store, _ to: Store) async throws -> Value
+    ) async throws -> Value {
+        do {
+            let source = Store(backend: try openBackend(try StoreLocation(parsing: from), create: false), configuration: configuration)
+            let target: Store
+            do {
+                target = Store(backend: try openTarget(opening), configuration: configuration)
+            } catch {
+                try? await source.close()
+                throw error
+            }
+            let value: Value
+            do {
+                value = try await body(source, target)
+            } catch {
+                try? await source.close()
+                try? await target.close()
+                throw error
+            }
+            try await source.close()
+            try await target.close()
+            return value
+        } catch {
+            throw StoreLocation.redactingSecrets(of: to, in: StoreLocation.redactingSecrets(of: from, in: error))
+        }
+    }
+
+    private func openTarget(_ opening: TargetOpening) throws -> any Backend {
+        let location = try StoreLocation(parsing: to)
+        switch opening {
+        case .existing:
+            return try openBackend(location, create: false)
+        case .createIfMissing:
+            do {
+                return try openBackend(location, create: false)
+            } catch let error as ArborError where error.code == .notFound {
+                return try openBackend(location, create: true)
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Arbor
+import ArborCLI
+import ArborPostgres
+import Foundation
+import Testing
+
+/// `arbor exchange` killed with SIGKILL at random moments, for every ordered pair of on-disk
+/// engines: afterwards the target opens, its refs name only complete versions, and running the
+/// exchange again completes it with identical hashes.
+@Suite struct ExchangeKillTests {
+    enum Engine: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        case json, sqlite, lmdb, postgres
+        var testDescription: String { rawValue }
+
+        static var enabled: [Engine] { [.json, .sqlite, .lmdb] + (PostgresConcurrencyTests.isEnabled ? [.postgres] : []) }
+    }
+
+    static let killsPerPair = 20
+
+    /// A fresh store of `engine`: its URL and a cleanup.
+    static func makeStore(_ engine: Engine) throws -> (url: String, cleanup: @Sendable () -> Void) {
+        switch engine {
+        case .postgres:
+            guard let base = PostgresConcurrencyTests.baseURL else {
+                throw ArborError(.notFound, "CI=true but ARBOR_TEST_POSTGRES_URL is not set; run scripts/test.sh, which starts a throwaway PostgreSQL")
+            }
+            // A generated identifier, never data.
+            let name = "arbor_kill_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20)
+            try PostgresSession(url: base).execute("CREATE DATABASE \(name)")
+            return (PostgresConcurrencyTests.databaseURL(base, name), { _ = try? PostgresSession(url: base).execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") })
+        case .json, .sqlite, .lmdb:
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-kill-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            return ("\(engine.rawValue):" + folder.appendingPathComponent("store").path, { try? FileManager.default.removeItem(at: folder) })
+        }
+    }
+
+    static func open(_ url: String, create: Bool = false) throws -> Store {
+        Store(backend: try openBackend(try StoreLocation(parsing: url), create: create))
+    }
+
+    @Test(.timeLimit(.minutes(10)), arguments: Engine.enabled, Engine.enabled)
+    func killedExchangeCompletesWhenRunAgain(from: Engine, to: Engine) async throws {
+        let (sourceURL, dropSource) = try Self.makeStore(from)
+        defer { dropSource() }
+        let source = try Self.open(sourceURL, create: true)
+        for commit in 0..<8 {
+            var changes = ChangeSet()
+            for index in stride(from: commit, to: 400, by: 8) {
+                let text = String(repeating: "x", count: index == 5 ? 2_000 : 40)  // one record as a blob
+                try changes.save(Record(type: "Item", id: "i\(index)", properties: ["v": .int(Int64(commit)), "text": .string(text)]))
+            }
+            try await source.commit(changes)
+        }
+        let sourceHeads = try await source.backend.ref(RefName.heads)
+        let sourceLog = try await source.log().map(\.id)
+
+        // Small batches, so that a kill can land between any two of them.
+        let arguments = ["exchange", "--batch-size", "10", sourceURL]
+        // How long a whole exchange takes, so that kills are spread over all of it.
+        let (calibrationURL, dropCalibration) = try Self.makeStore(to)
+        defer { dropCalibration() }
+        try await Self.open(calibrationURL, create: true).close()
+        let calibrationStart = Date()
+        _ = try await ChildProcess.run("arbor", arguments + [calibrationURL], redacting: calibrationURL)
+        let longest = Date().timeIntervalSince(calibrationStart)
+
+        var outcomes = (beforeAnyWrite: 0, midway: 0, finished: 0)
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<Self.killsPerPair {
+            let (targetURL, dropTarget) = try Self.makeStore(to)
+            defer { dropTarget() }
+            try await Self.open(targetURL, create: true).close()
+
+            // Kill at a random moment within the time a whole exchange took so far.
+            let child = try ChildProcess.start("arbor", arguments + [targetURL])
+            let delay = Double.random(in: 0...(longest * 0.7), using: &generator)
+            try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+            child.terminate(signal: SIGKILL)
+            child.waitUntilExit()
+
+            // The target opens, and its heads are either untouched or complete.
+            let target = try Self.open(targetURL)
+            let objects = try await target.backend.allHashes().count
+            switch try await target.backend.ref(RefName.heads) {
+            case nil: if objects == 0 { outcomes.beforeAnyWrite += 1 } else { outcomes.midway += 1 }
+            case let heads?:
+                #expect(heads == sourceHeads, "round \(round): the target's heads are not the source's")
+                outcomes.finished += 1
+            }
+            let report = try await source.exchange(to: target)
+            #expect(try await target.backend.ref(RefName.heads) == sourceHeads, "round \(round)")
+            #expect(try await target.log().map(\.id) == sourceLog, "round \(round)")
+            #expect(try await target.records(ofType: "Item").count == 400, "round \(round)")
+            if report.alreadyInSync { #expect(report.objects == 0) }
+            try await target.close()
+        }
+        try await source.close()
+        print("exchange \(from) -> \(to) (\(String(format: "%.2f", longest)) s): \(Self.killsPerPair) kills: \(outcomes.beforeAnyWrite) before any write, \(outcomes.midway) midway, \(outcomes.finished) after the refs; all completed on rerun")
+    }
+}
