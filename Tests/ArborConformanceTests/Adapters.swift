@@ -18,7 +18,24 @@ enum SuiteAdapter: String, CaseIterable, CustomTestStringConvertible, Sendable {
         [.memory, .json, .sqlite, .lmdb] + (PostgresDatabase.isEnabled ? [.postgres] : [])
     }
 
-    var adapter: AdapterUnderTest {
+    /// Runs `body` with the adapter; for `postgres`, on a new database dropped afterwards.
+    func withAdapter<Value>(_ body: (AdapterUnderTest) async throws -> Value) async throws -> Value {
+        guard self == .postgres else { return try await body(adapter) }
+        return try await PostgresDatabase.withDatabase { url in try await body(adapter(postgresURL: url)) }
+    }
+
+    /// Runs `body` with the adapters of `kinds`, in order (see ``withAdapter(_:)``).
+    static func withAdapters<Value>(_ kinds: [SuiteAdapter], _ body: ([AdapterUnderTest]) async throws -> Value) async throws -> Value {
+        guard let first = kinds.first else { return try await body([]) }
+        return try await first.withAdapter { adapter in
+            try await withAdapters(Array(kinds.dropFirst())) { rest in try await body([adapter] + rest) }
+        }
+    }
+
+    /// The adapter (`postgres` only through ``withAdapter(_:)``, which gives it a database).
+    var adapter: AdapterUnderTest { adapter(postgresURL: nil) }
+
+    private func adapter(postgresURL: String?) -> AdapterUnderTest {
         switch self {
         case .memory:
             // Nothing survives a handle, and no second handle can reach the store.
@@ -39,15 +56,12 @@ enum SuiteAdapter: String, CaseIterable, CustomTestStringConvertible, Sendable {
                 return create ? try LMDBBackend.create(configuration) : try LMDBBackend.open(configuration)
             }
         case .postgres:
+            // One database for the run, given by withAdapter; every case gets fresh tables in it.
+            guard let url = postgresURL else { preconditionFailure("use withAdapter for postgres") }
             return AdapterUnderTest(name: "postgres") {
-                let (url, drop) = try PostgresDatabase.create()
-                do {
-                    let open: @Sendable () async throws -> any Backend = { try await PostgresBackend.open(.init(url: url)) }
-                    return FreshBackend(backend: try await PostgresBackend.create(.init(url: url)), reopen: open, openSecondHandle: open, cleanup: drop)
-                } catch {
-                    drop()
-                    throw error
-                }
+                let open: @Sendable () async throws -> any Backend = { try await PostgresBackend.open(.init(url: url)) }
+                return FreshBackend(backend: try await PostgresBackend.create(.init(url: url)), reopen: open, openSecondHandle: open,
+                                    cleanup: { try PostgresDatabase.dropTables(url) })
             }
         case .example:
             return AdapterUnderTest(name: "example-file", capabilities: [.reopen, .largeObjects]) {

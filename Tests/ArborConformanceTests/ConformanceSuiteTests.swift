@@ -3,9 +3,11 @@ import ArborConformance
 import Foundation
 import Testing
 
-@Suite struct ConformanceSuiteTests {
+/// Serialized: the runs block threads of the shared pool for seconds (64 MB objects, blocking engines), and
+/// one at a time leaves room for the timing-sensitive tests of other suites.
+@Suite(.serialized) struct ConformanceSuiteTests {
     /// Runs the suite on `adapter`, printing its table, and returns the report.
-    func report(_ adapter: AdapterUnderTest) async throws -> ConformanceReport {
+    func runSuite(_ adapter: AdapterUnderTest) async throws -> ConformanceReport {
         let report = try await ConformanceSuite(adapter: adapter).run()
         print(report.table())
         return report
@@ -13,7 +15,7 @@ import Testing
 
     @Test(arguments: SuiteAdapter.projectAdapters + [.example])
     func adapterPassesTheSuite(adapter: SuiteAdapter) async throws {
-        let report = try await report(adapter.adapter)
+        let report = try await adapter.withAdapter { try await runSuite($0) }
         #expect(report.succeeded, "\(report.failures.map(\.description).joined(separator: "\n"))")
         #expect(report.results.count == ConformanceCase.all.count)
         let notApplicable = report.results.filter { if case .notApplicable = $0.outcome { true } else { false } }.map(\.caseID)
@@ -26,9 +28,9 @@ import Testing
 
     /// Exchange, sync and migration between every ordered pair of the project's adapters.
     @Test func theMatrixPassesOnEveryPairOfAdapters() async throws {
-        let adapters = SuiteAdapter.projectAdapters.map(\.adapter)
-        let reports = try await ConformanceMatrix(adapters: adapters).run()
-        #expect(reports.count == adapters.count * (adapters.count - 1))
+        let count = SuiteAdapter.projectAdapters.count
+        let reports = try await SuiteAdapter.withAdapters(SuiteAdapter.projectAdapters) { try await ConformanceMatrix(adapters: $0).run() }
+        #expect(reports.count == count * (count - 1))
         #expect(reports.allSatisfy { $0.results.count == ConformancePairCase.all.count })
         let failures = reports.filter { !$0.succeeded }.map { $0.adapter + ": " + $0.failures.map(\.description).joined(separator: "; ") }
         #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
@@ -58,7 +60,7 @@ import Testing
                           "store.commit-read", "store.reference-hashes", "merge.children"], false),
     ])
     func brokenAdaptersFail(fault: FaultyBackend.Fault, caughtBy expected: [String], exactly: Bool) async throws {
-        let report = try await report(SuiteAdapter.faulty(fault))
+        let report = try await runSuite(SuiteAdapter.faulty(fault))
         let caught = Set(report.failedCaseIDs)
         #expect(exactly ? caught == Set(expected) : caught.isSuperset(of: expected), "\(fault) was caught by \(report.failedCaseIDs)")
         let failure = await #expect(throws: ConformanceSuiteFailure.self) {
