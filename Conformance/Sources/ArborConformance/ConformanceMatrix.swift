@@ -33,10 +33,12 @@ public struct ConformanceMatrix: Sendable {
         for (source, target) in pairs {
             var results = [ConformanceResult]()
             for testCase in cases {
-                results.append(await ConformanceResult.measuring(testCase.id) {
-                    try await ConformanceContext.withFresh(source) { sourceContext in
-                        try await ConformanceContext.withFresh(target) { targetContext in
-                            try await testCase.body(sourceContext, targetContext)
+                results.append(await SuiteExecutor.run {
+                    await ConformanceResult.measuring(testCase.id) {
+                        try await ConformanceContext.withFresh(source) { sourceContext in
+                            try await ConformanceContext.withFresh(target) { targetContext in
+                                try await testCase.body(sourceContext, targetContext)
+                            }
                         }
                     }
                 })

@@ -2,6 +2,9 @@ import Arbor
 
 /// The conformance suite: every case of ``ConformanceCase/all`` run on one adapter.
 ///
+/// Cases run one after another, each on a fresh store and on a few threads of the suite's own
+/// (never the shared concurrency pool, which an adapter's blocking calls would starve).
+///
 /// It needs no test framework: a failure is a thrown ``ConformanceFailure`` (or, from
 /// ``runAll(only:)``, a ``ConformanceSuiteFailure`` listing every failed case), so it runs from
 /// Swift Testing, XCTest or a command line alike.
@@ -39,8 +42,9 @@ public struct ConformanceSuite: Sendable {
     public func run(
         only: [String] = [], progress: (@Sendable (ConformanceResult) -> Void)? = nil
     ) async throws -> ConformanceReport {
+        let cases = try Self.cases(only: only)
         var results = [ConformanceResult]()
-        for testCase in try Self.cases(only: only) {
+        for testCase in cases {
             let result = await run(testCase)
             progress?(result)
             results.append(result)
@@ -61,8 +65,10 @@ public struct ConformanceSuite: Sendable {
         guard missing.isEmpty else {
             return ConformanceResult(caseID: testCase.id, outcome: .notApplicable(reason: "the adapter lacks \(missing)"), duration: .zero)
         }
-        return await ConformanceResult.measuring(testCase.id) {
-            try await ConformanceContext.withFresh(adapter) { try await testCase.body($0) }
+        return await SuiteExecutor.run {
+            await ConformanceResult.measuring(testCase.id) {
+                try await ConformanceContext.withFresh(adapter) { try await testCase.body($0) }
+            }
         }
     }
 }
