@@ -4,9 +4,18 @@ import ArborConformance
 import Foundation
 import Testing
 
-/// `arbor conformance` on real scratch stores.
-@Suite struct ConformanceCommandTests {
+/// `arbor conformance` on real scratch stores. The suite itself runs in full on every adapter in
+/// ArborConformanceTests; here a few cases of each group show the command's work, serialized to
+/// keep the load on the machine low.
+@Suite(.serialized) struct ConformanceCommandTests {
+    /// A few cases of every group, and a pair case.
+    static let sample = ["contract.refs-racing", "contract.persistence", "store.commit-read", "merge.children", "exchange.to-reference", "matrix.sync"]
+
     func conformance(_ arguments: String...) async throws -> (output: String, succeeded: Bool) {
+        try await conformance(arguments)
+    }
+
+    func conformance(_ arguments: [String]) async throws -> (output: String, succeeded: Bool) {
         let command = try #require(try ArborCommand.parseAsRoot(["conformance"] + arguments) as? ConformanceCommand)
         var output = ""
         let succeeded = try await command.execute(&output)
@@ -37,21 +46,20 @@ import Testing
         #expect(throws: (any Error).self) { try ArborCommand.parseAsRoot(["conformance"]) }
     }
 
-    @Test func runsTheWholeSuiteOnAnLMDBStoreAndLeavesItEmpty() async throws {
+    @Test func runsOnAnLMDBStoreAndMemoryAndLeavesTheStoreEmpty() async throws {
         try await withFolder { folder in
             let url = "lmdb:\(folder)/store"
-            let (output, succeeded) = try await conformance(url, "memory:")
+            let (output, succeeded) = try await conformance([url, "memory:", "--only"] + Self.sample)
             #expect(succeeded)
             let rows = lines(output).filter { line in ConformanceCase.Group.allCases.contains { line.hasPrefix($0.rawValue + ".") } }
-            let count = ConformanceCase.all.count
-            #expect(rows.count == 2 * count)
+            #expect(rows.count == 2 * 5)
             #expect(rows.allSatisfy { $0.contains(" pass ") || $0.contains(" n/a ") }, "\(output)")
-            #expect(output.contains("\(count) passed, 0 failed, 0 not applicable on \(url) in "))
-            #expect(output.contains("\(count - 3) passed, 0 failed, 3 not applicable on memory: in "))
+            #expect(output.contains("5 passed, 0 failed, 0 not applicable on \(url) in "))
+            #expect(output.contains("4 passed, 0 failed, 1 not applicable on memory: in "))
             #expect(output.contains("the adapter lacks reopen"))
             // The pair matrix: the store to memory: and back.
-            #expect(lines(output).contains { $0.hasPrefix(url) && $0.hasSuffix("\(ConformancePairCase.all.count) pass") })
-            #expect(output.contains("pair matrix: \(2 * ConformancePairCase.all.count) passed, 0 failed on 2 ordered pairs in "))
+            #expect(lines(output).contains { $0.hasPrefix(url) && $0.hasSuffix("1 pass") })
+            #expect(output.contains("pair matrix: 2 passed, 0 failed on 2 ordered pairs in "))
             let left = try await contents(url)
             #expect(left.objects == 0 && left.refs == 0)
         }
