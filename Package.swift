@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "ArborSQLite", targets: ["ArborSQLite"]),
         .library(name: "ArborLMDB", targets: ["ArborLMDB"]),
         .library(name: "ArborPostgres", targets: ["ArborPostgres"]),
+        .library(name: "ArborConformance", targets: ["ArborConformance"]),
         .library(name: "ArborCLI", targets: ["ArborCLI"]),
         .executable(name: "arbor", targets: ["arbor"]),
     ],
@@ -36,10 +37,12 @@ let package = Package(
             name: "CLibPQ", path: "Adapters/CLibPQ", pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
         .target(name: "ArborPostgres", dependencies: ["Arbor", "CLibPQ"], path: "Adapters/ArborPostgres"),
+        // The conformance suite for adapter authors: depends on the core only, and on no test framework.
+        .target(name: "ArborConformance", dependencies: ["Arbor"], path: "Conformance/Sources/ArborConformance"),
         .target(
             name: "ArborCLI",
             dependencies: [
-                "Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres",
+                "Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres", "ArborConformance",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/ArborCLI"
@@ -50,7 +53,13 @@ let package = Package(
         .testTarget(
             name: "ArborTests", dependencies: ["Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres", "ArborCLI"],
             path: "Tests/ArborTests"),
-        .testTarget(name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON", "ArborPostgres"], path: "Tests/ArborCLITests"),
+        .testTarget(
+            name: "ArborConformanceTests",
+            dependencies: ["ArborConformance", "Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres"],
+            path: "Tests/ArborConformanceTests"),
+        .testTarget(
+            name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON", "ArborPostgres", "ArborConformance"],
+            path: "Tests/ArborCLITests"),
     ],
     swiftLanguageModes: [.v6]
 )

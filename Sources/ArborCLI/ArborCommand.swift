@@ -14,7 +14,8 @@ public struct ArborCommand: AsyncParsableCommand {
         subcommands: [
             InitCommand.self, PutCommand.self, GetCommand.self, DeleteCommand.self,
             LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, MergeCommand.self, ConflictsCommand.self,
-            ExchangeCommand.self, SyncCommand.self, MigrateCommand.self, CloneCommand.self, VerifyCommand.self, GarbageCollectCommand.self, DemoCommand.self,
+            ExchangeCommand.self, SyncCommand.self, MigrateCommand.self, CloneCommand.self, VerifyCommand.self,
+            GarbageCollectCommand.self, ConformanceCommand.self, DemoCommand.self,
         ])
 
     public init() {}

@@ -1,0 +1,162 @@
+import Arbor
+
+extension ConformanceCase {
+    /// The object half of the contract: batches, idempotence, sizes, unknown hashes,
+    /// enumeration and deletion.
+    static let objectCases: [ConformanceCase] = [
+        ConformanceCase(.contract, "put-get-batches", "put, get and contains take batches of 0, 1 and 10,000 objects") { context in
+            let backend = context.backend
+            try await context.step("empty batches") {
+                try expectEqual(try await backend.get([]).count, 0, "get of an empty batch returns nothing")
+                try expectEqual(try await backend.contains([]), [], "contains of an empty batch returns nothing")
+                try await backend.put([])
+                try await backend.delete([])
+                try expectEqual(try await backend.allHashes().count, 0, "an empty put stores nothing")
+            }
+            let one = TestObjects.object(0)
+            try await context.step("a batch of 1") {
+                try await backend.put([one])
+                try expectObjects([one], in: try await backend.get([one.hash]), "get of a batch of 1 returns it")
+                try expectEqual(try await backend.contains([one.hash]), [one.hash], "contains of a batch of 1 finds it")
+            }
+            let many = (1...10_000).map { TestObjects.object($0) }
+            try await context.step("a batch of 10,000") {
+                try await backend.put(many)
+                try expectObjects(many, in: try await backend.get(many.map(\.hash)), "get of a batch of 10,000 put in one batch returns each, byte for byte")
+                let found = try await backend.contains(many.map(\.hash) + [one.hash])
+                try expectEqual(found.count, many.count + 1, "contains of a batch of 10,001 stored objects finds each")
+                try expectEqual(try await backend.allHashes(), Set(many.map(\.hash) + [one.hash]), "the store holds exactly the objects put")
+            }
+        },
+
+        ConformanceCase(.contract, "put-idempotent", "putting objects that exist, also twice in one batch or from racing tasks, changes nothing") { context in
+            let backend = context.backend
+            let objects = (0..<200).map { TestObjects.object($0) }
+            try await context.step("putting the same objects again") {
+                try await backend.put(Array(objects.prefix(100)))
+                try await backend.put(Array(objects.prefix(100)))
+                try await backend.put(Array(objects.prefix(150)) + Array(objects.prefix(150)))
+                try expectObjects(Array(objects.prefix(150)), in: try await backend.get(objects.map(\.hash)), "objects put again read back once, unchanged")
+                try expectEqual(try await backend.allHashes().count, 150, "objects put several times are stored once")
+            }
+            try await context.step("eight tasks putting overlapping batches at once") {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for task in 0..<8 {
+                        let batch = Array(objects[(task * 15)..<(task * 15 + 95)])  // together: all 200, most of them several times
+                        group.addTask { try await backend.put(batch) }
+                    }
+                    try await group.waitForAll()
+                }
+                try expectObjects(objects, in: try await backend.get(objects.map(\.hash)), "objects put by racing tasks are all stored, unchanged")
+                try expectEqual(try await backend.allHashes().count, objects.count, "objects put by racing tasks are stored once")
+            }
+        },
+
+        ConformanceCase(.contract, "object-sizes", "objects of 0 bytes to 4 MB read back byte for byte") { context in
+            let sizes = [0, 1, 31, 32, 33, 1000, 4096, 65_535, 65_536, 65_537, 1 << 20, (1 << 20) + 1, 4 << 20]
+            let objects = sizes.enumerated().map { TestObjects.object($0.offset, size: $0.element, seed: 7) }
+            try await context.step("putting objects of \(sizes.count) sizes") {
+                try await context.backend.put(objects)
+                for (size, object) in zip(sizes, objects) {
+                    try expectSameBytes(try await context.backend.get([object.hash])[object.hash], object.bytes, "an object of \(size) bytes reads back")
+                }
+                try expectObjects(objects, in: try await context.backend.get(objects.map(\.hash)), "objects of all sizes read back in one batch")
+            }
+        },
+
+        ConformanceCase(.contract, "large-object", requires: .largeObjects, "an object of 64 MB reads back byte for byte") { context in
+            let object = TestObjects.object(1, size: 64 << 20, seed: 64)
+            try await context.step("putting and getting a 64 MB object") {
+                try await context.backend.put([object])
+                try expectSameBytes(try await context.backend.get([object.hash])[object.hash], object.bytes, "an object of 64 MB reads back")
+                try expectEqual(try await context.backend.contains([object.hash]), [object.hash], "contains finds the 64 MB object")
+            }
+        },
+
+        ConformanceCase(.contract, "unknown-hashes", "unknown hashes are left out of get and contains, and ignored by delete") { context in
+            let backend = context.backend
+            let unknown = (0..<3).map(TestObjects.unknownHash)
+            try await context.step("asking an empty store") {
+                try expectEqual(try await backend.get(unknown).count, 0, "get of unknown hashes on an empty store returns nothing")
+                try expectEqual(try await backend.contains(unknown), [], "contains of unknown hashes on an empty store")
+                try await backend.delete(unknown)
+            }
+            let objects = (0..<5).map { TestObjects.object($0) }
+            try await context.step("mixing known and unknown hashes") {
+                try await backend.put(objects)
+                let mixed = [unknown[0]] + objects.map(\.hash) + [unknown[1], objects[0].hash]
+                try expectObjects(objects, in: try await backend.get(mixed), "get of known, unknown and repeated hashes returns the known ones")
+                try expectEqual(try await backend.contains(mixed), Set(objects.map(\.hash)), "contains of known and unknown hashes")
+                try expectEqual(try await backend.get(unknown[2]), nil, "get of one unknown hash")
+                try await backend.delete(unknown)
+                try expectEqual(try await backend.allHashes(), Set(objects.map(\.hash)), "deleting unknown hashes removes nothing")
+            }
+        },
+
+        ConformanceCase(.contract, "enumerate", "enumeration returns exactly the objects put, once each, in batches of at most the size asked") { context in
+            let backend = context.backend
+            let objects = (0..<2_345).map { TestObjects.object($0, size: 20 + $0 % 50) }
+            let expected = Set(objects.map(\.hash))
+            try await context.step("enumerating an empty store") {
+                var count = 0
+                try await backend.enumerateHashes(batchSize: 10) { count += $0.count }
+                try expectEqual(count, 0, "an empty store enumerates no hashes")
+            }
+            try await context.step("putting 2,345 objects in batches of 500") {
+                for start in stride(from: 0, to: objects.count, by: 500) {
+                    try await backend.put(Array(objects[start..<min(start + 500, objects.count)]))
+                }
+            }
+            for batchSize in [1_000, 7, 100_000] {
+                try await context.step("enumerating in batches of \(batchSize)") {
+                    var seen = [Hash]()
+                    var largest = 0
+                    try await backend.enumerateHashes(batchSize: batchSize) { batch in
+                        seen += batch
+                        largest = max(largest, batch.count)
+                    }
+                    try expect(largest <= batchSize, "enumeration with batchSize \(batchSize)", expected: "batches of at most \(batchSize)", actual: "a batch of \(largest)")
+                    try expectEqual(seen.count, objects.count, "enumeration with batchSize \(batchSize) yields each object once")
+                    let extra = Set(seen).subtracting(expected).count
+                    let missing = expected.subtracting(seen).count
+                    try expect(missing == 0 && extra == 0, "enumeration with batchSize \(batchSize) yields exactly the objects put",
+                               expected: "\(objects.count) hashes", actual: "\(missing) missing and \(extra) never put")
+                }
+            }
+            struct Stop: Error {}
+            try await context.step("stopping an enumeration by throwing") {
+                var calls = 0
+                var stopped = false
+                do {
+                    try await backend.enumerateHashes(batchSize: 100) { _ in
+                        calls += 1
+                        throw Stop()
+                    }
+                } catch {
+                    stopped = true
+                }
+                try expect(stopped && calls == 1, "an error thrown by the enumeration's body", expected: "ends the enumeration and is rethrown",
+                           actual: stopped ? "\(calls) calls of the body" : "no error")
+                try expectEqual(try await backend.allHashes().count, objects.count, "the store works after a stopped enumeration")
+            }
+        },
+
+        ConformanceCase(.contract, "delete", "deleted objects are gone from get, contains and enumeration; the others stay; they can be put again") { context in
+            let backend = context.backend
+            let objects = (0..<300).map { TestObjects.object($0) }
+            let (gone, kept) = (Array(objects.prefix(100)), Array(objects.dropFirst(100)))
+            try await context.step("deleting 100 of 300 objects") {
+                try await backend.put(objects)
+                try await backend.delete(gone.map(\.hash) + [TestObjects.unknownHash(0)])
+                try expectObjects(kept, in: try await backend.get(objects.map(\.hash)), "get after a delete returns only the objects kept")
+                try expectEqual(try await backend.contains(objects.map(\.hash)), Set(kept.map(\.hash)), "contains after a delete")
+                try expectEqual(try await backend.allHashes(), Set(kept.map(\.hash)), "enumeration after a delete")
+                try await backend.delete(gone.map(\.hash))
+            }
+            try await context.step("putting deleted objects again") {
+                try await backend.put(gone)
+                try expectObjects(objects, in: try await backend.get(objects.map(\.hash)), "objects put again after a delete read back")
+            }
+        },
+    ]
+}

@@ -1,0 +1,99 @@
+import Arbor
+import Foundation
+
+/// The checks the exchange cases and the matrix share: a history to move, and proof that two
+/// stores hold the same history and the same records.
+enum Transfers {
+    /// The record types the store and merge cases commit.
+    static let types = ["Attachment", "Kinds", "Note", "Person", "Task"]
+
+    /// A history with a 1,000-record base, edits on two branches and their merge, a value tree
+    /// with a blob, and a second head: what an exchange has to carry.
+    @discardableResult
+    static func history(_ store: Store, label: String = "") async throws -> [Hash] {
+        var ids = try await ConformanceCase.referenceHistory(store)
+        let tree = try await store.save(SuiteTask(
+            id: "tree\(label)", title: "a tree", done: false,
+            notes: [SuiteNote(id: "n\(label)", text: "note", attachments: [SuiteAttachment(id: "a\(label)", data: Data(repeating: 9, count: 5000))])]))
+        let side = try await store.change(on: try await store.version(ids[0]), "side") { try $0.save(SuitePerson(id: "side\(label)", name: "side")) }
+        ids += [tree.id, side.id]
+        return ids
+    }
+
+    /// Fails unless `target` holds what `source` holds: the same `heads` ref (the same hash), the
+    /// same versions reachable from it, and at every head the same records of every type.
+    static func expectSameContent(_ context: ConformanceContext, _ source: Store, _ target: Store, _ what: String) async throws {
+        let (sourceRef, targetRef) = try await context.step("reading both heads refs after \(what)") {
+            (try await source.backend.ref(RefName.heads), try await target.backend.ref(RefName.heads))
+        }
+        try expectEqual(targetRef, sourceRef, "the hash of the heads ref after \(what) from \(source.backend.engineName) to \(target.backend.engineName)")
+        let (sourceLog, targetLog) = try await context.step("reading both histories after \(what)") {
+            (try await source.log().map(\.id), try await target.log().map(\.id))
+        }
+        try expectEqual(targetLog, sourceLog, "the versions reachable from the heads after \(what)")
+        for head in try await source.heads() {
+            for type in types {
+                let (expected, actual) = try await context.step("reading the \(type) records of head \(head.id.abbreviated()) after \(what)") {
+                    (try await source.records(ofType: type, at: head.id), try await target.records(ofType: type, at: head.id))
+                }
+                try expectEqual(actual, expected, "the \(type) records at head \(head.id.abbreviated()) after \(what)")
+            }
+        }
+    }
+
+    /// Exchanges a history from `source` to an empty `target`, then one more version, then
+    /// nothing: the target ends with the same content and the last exchange finds it in sync.
+    static func checkExchange(_ context: ConformanceContext, from source: Store, to target: Store) async throws {
+        try await context.step("committing a history on \(source.backend.engineName)") { try await history(source) }
+        let first = try await context.step("exchanging to \(target.backend.engineName)") { try await source.exchange(to: target) }
+        try expect(first.versions > 0, "the first exchange", expected: "versions copied", actual: "\(first.versions)")
+        try await expectSameContent(context, source, target, "an exchange")
+        try await context.step("committing one more version") { _ = try await source.save(SuitePerson(id: "late", name: "late")) }
+        let second = try await context.step("exchanging again") { try await source.exchange(to: target) }
+        try expectEqual(second.versions, 1, "versions copied by an exchange after one more commit")
+        try await expectSameContent(context, source, target, "a second exchange")
+        let third = try await context.step("exchanging once more") { try await source.exchange(to: target) }
+        try expect(third.alreadyInSync && third.objects == 0, "an exchange between stores in sync", expected: "nothing copied",
+                   actual: "\(third.objects) objects copied, alreadyInSync \(third.alreadyInSync)")
+    }
+
+    /// Gives both stores a common history, edits each on its own (a conflict included), syncs
+    /// `a` with `b`: both end with the same single head, the same hash, and the same records.
+    static func checkSync(_ context: ConformanceContext, _ a: Store, _ b: Store) async throws {
+        try await context.step("committing a history on \(a.backend.engineName) and exchanging it") {
+            try await history(a)
+            try await a.exchange(to: b)
+        }
+        try await context.step("editing both stores on their own") {
+            _ = try await a.save(SuitePerson(id: "p1", name: "from \(a.backend.engineName)"))
+            _ = try await a.save(SuiteTask(id: "only-a", title: "a", done: false))
+            _ = try await b.save(SuitePerson(id: "p1", name: "from the other"))
+            _ = try await b.save(SuiteTask(id: "only-b", title: "b", done: true))
+        }
+        let report = try await context.step("syncing") { try await a.sync(with: b) }
+        let (aHeads, bHeads) = try await context.step("reading both heads") { (try await a.heads().map(\.id), try await b.heads().map(\.id)) }
+        try expectEqual(aHeads.count, 1, "heads after a sync")
+        try expectEqual(bHeads, aHeads, "the other store's heads after a sync")
+        try expectEqual(report.heads, aHeads, "the heads the sync reports")
+        try expectEqual(try await b.values(SuiteTask.self).map(\.id).filter { $0.hasPrefix("only") }, ["only-a", "only-b"], "edits of both sides after a sync")
+        try await expectSameContent(context, a, b, "a sync")
+    }
+
+    /// Migrates a history from `source` (committed first when `commit`) into an empty `target`,
+    /// verified: the same heads ref and content. Then only the latest state, into a memory store:
+    /// heads with the same roots.
+    static func checkMigration(_ context: ConformanceContext, from source: Store, to target: Store, commit: Bool = true) async throws {
+        if commit { try await context.step("committing a history on \(source.backend.engineName)") { try await history(source) } }
+        let report = try await context.step("migrating to \(target.backend.engineName)") { try await source.migrate(to: target) }
+        try expect(report.verified, "a migration with verification", expected: "verified", actual: "not verified")
+        try await expectSameContent(context, source, target, "a migration")
+        try await expectError(.alreadyExists, "a migration into a store with versions") { try await source.migrate(to: target) }
+        let latest = context.store(MemoryBackend())
+        let (latestReport, roots, latestRoots) = try await context.step("migrating the latest state only") {
+            let report = try await source.migrate(to: latest, latestOnly: true)
+            return (report, Set(try await source.heads().map(\.root)), Set(try await latest.heads().map(\.root)))
+        }
+        try expect(latestReport.verified, "a migration of the latest state with verification", expected: "verified", actual: "not verified")
+        try expectEqual(latestRoots, roots, "the index roots of the heads after migrating the latest state")
+    }
+}

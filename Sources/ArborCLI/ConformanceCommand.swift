@@ -1,0 +1,103 @@
+import Arbor
+import ArborConformance
+import ArgumentParser
+
+/// `arbor conformance URL [URL …] [--only CASE …] [--json]`: runs the conformance suite on
+/// scratch stores.
+public struct ConformanceCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "conformance",
+        abstract: "Run the adapter conformance suite on scratch stores.",
+        discussion: """
+            Each URL names a new or empty scratch store: the suite fills it, wipes it after every case and leaves \
+            it empty; a store that holds anything is refused. Prints a table per store: case, result (pass, FAIL, \
+            n/a: the adapter lacks a capability the case needs) and time, with the expected and actual outcome \
+            of each failure. With several URLs, the pair matrix follows: exchange, sync and migration from each \
+            store to each other one, checking identical hashes. With --json: {"succeeded", "stores": [STORE], \
+            "pairs": [STORE]}, each STORE {"url" (for a pair "SOURCE → TARGET"), "capabilities", "passed", \
+            "failed", "notApplicable", "milliseconds", "cases": [{"id", "result": "passed" | "failed" | \
+            "notApplicable", "milliseconds", "message", "expected", "actual", "reason"}]}, absent members left \
+            out. Exits with 1 when a case failed.
+            """)
+
+    @Argument(help: ArgumentHelp(
+        "Scratch stores: memory:, json:PATH, sqlite:PATH, lmdb:PATH or postgres://user:password@host:port/database.",
+        valueName: "url"))
+    public var urls: [String]
+
+    @Option(parsing: .upToNextOption, help: ArgumentHelp(
+        "Only these cases or groups (contract, store, merge, exchange, matrix), such as contract.refs-racing or matrix.sync.",
+        valueName: "case"))
+    public var only: [String] = []
+
+    @OptionGroup public var format: OutputOptions
+
+    public init() {}
+
+    public func validate() throws {
+        if urls.isEmpty { throw ValidationError("give at least one store URL") }
+    }
+
+    public func run() async throws {
+        var output = StandardStream.output
+        let succeeded: Bool
+        do {
+            succeeded = try await execute(&output)
+        } catch {
+            var errors = StandardStream.error
+            print("error: \((error as? ArborError)?.description ?? String(describing: error))", to: &errors)
+            throw ExitCode.failure
+        }
+        if !succeeded { throw ExitCode.failure }
+    }
+
+    /// Runs the suite on every store, writes the tables (or the JSON document) to `output` and
+    /// returns whether every case passed or was not applicable. Throws, before running anything,
+    /// for a malformed URL, an unknown case or a store that is not empty. No output and no error
+    /// shows a password of a URL.
+    public func execute(_ output: inout some TextOutputStream) async throws -> Bool {
+        do {
+            return try await runSuites(&output)
+        } catch {
+            throw urls.reduce(error) { StoreLocation.redactingSecrets(of: $1, in: $0) }
+        }
+    }
+
+    private func runSuites(_ output: inout some TextOutputStream) async throws -> Bool {
+        let (suiteCases, matrixCases) = try selection()
+        let stores = try urls.map { ScratchStore(location: try StoreLocation(parsing: $0)) }
+        for store in stores { try await store.prepare() }
+        var reports = [ConformanceReport]()
+        if let suiteCases {
+            for store in stores {
+                reports.append(try await ConformanceSuite(adapter: store.adapter).run(only: suiteCases))
+            }
+        }
+        let pairs = matrixCases.isEmpty || stores.count < 2
+            ? [] : try await ConformanceMatrix(adapters: stores.map(\.adapter)).run(only: matrixCases)
+        let text = format.json
+            ? Rendering.json(reports, pairs: pairs).serialized(pretty: true)
+            : (reports.map { $0.table() } + (pairs.isEmpty ? [] : [Rendering.matrix(pairs, stores: stores.map(\.location.redacted))])).joined(separator: "\n\n")
+        print(redacted(text), to: &output)
+        return (reports + pairs).allSatisfy(\.succeeded)
+    }
+
+    /// What `--only` selects: the suite's cases (`[]`: all; `nil`: none) and the matrix's (ids;
+    /// all without `--only`). Throws for a name that is no case or group.
+    private func selection() throws -> (suite: [String]?, matrix: [String]) {
+        if only.isEmpty { return ([], ConformancePairCase.all.map(\.id)) }
+        let matrixNames = only.filter { $0.hasPrefix("matrix") }
+        let suite = only.filter { !$0.hasPrefix("matrix") }
+        let matrix = matrixNames.isEmpty ? [] : try ConformanceMatrix.cases(only: matrixNames).map(\.id)
+        _ = try ConformanceSuite.cases(only: suite)
+        if suite.isEmpty && urls.count < 2 {
+            throw ArborError(.invalidInput, "the matrix cases run on pairs of stores: give at least two URLs")
+        }
+        return (suite.isEmpty ? nil : suite, matrix)
+    }
+
+    /// `text` without the secrets of any of the URLs.
+    func redacted(_ text: String) -> String {
+        urls.reduce(text) { StoreLocation.redactingSecrets(of: $1, in: $0) }
+    }
+}
