@@ -117,30 +117,48 @@ final class Transfer {
         var copied = Set<Hash>()
         var start = 0
         while start < ids.count {
+            // A chunk of versions at a time, with one request for each kind of object every
+            // version needs first (its commit, its base's commit, its root and the base's root):
+            // a long history of small versions costs a few requests per chunk, not per version.
             let chunk = Array(ids[start..<min(start + 256, ids.count)])
             let commits = try await fetch(chunk)
+            var versions = [(id: Hash, bytes: [UInt8], links: ObjectLinks, records: UInt64)]()
             for id in chunk {
                 let bytes = commits[id] ?? []
                 let links = try links(of: id, bytes, expecting: .commit)
-                let content = try Version.Content.decode(bytes)
-                var base: Hash?
-                if let parent = links.parents.first(where: { copied.contains($0) || present.contains($0) }) {
-                    if let root = roots[parent] {
-                        base = root
-                    } else {
-                        let parentBytes = try await fetch([parent])[parent] ?? []
-                        base = try self.links(of: parent, parentBytes, expecting: .commit).root
-                    }
+                versions.append((id, bytes, links, try Version.Content.decode(bytes).recordCount))
+                roots[id] = links.root
+            }
+            let inChunk = Set(chunk)
+            func baseVersion(_ links: ObjectLinks) -> Hash? {
+                links.parents.first { copied.contains($0) || present.contains($0) || inChunk.contains($0) }
+            }
+            let unknownBases = Set(versions.compactMap { baseVersion($0.links) }.filter { roots[$0] == nil })
+            for (hash, bytes) in try await fetch(Array(unknownBases)) {
+                roots[hash] = try links(of: hash, bytes, expecting: .commit).root
+            }
+            let versionRoots = versions.compactMap(\.links.root)
+            let rootsPresent = try await targetHas(versionRoots)
+            var nodes = Set(versionRoots.filter { !rootsPresent.contains($0) })
+            for version in versions where version.links.root.map({ !rootsPresent.contains($0) }) ?? false {
+                if let base = baseVersion(version.links).flatMap({ roots[$0] }) { nodes.insert(base) }
+            }
+            let prefetched = try await fetch(Array(nodes))
+            var rootsCopied = Set<Hash>()
+            for version in versions {
+                let root = version.links.root ?? Store.emptyRoot.hash
+                let base = baseVersion(version.links).flatMap { roots[$0] }
+                // Versions of one chunk often share a root (a merge that changed nothing else).
+                if !rootsPresent.contains(root) && rootsCopied.insert(root).inserted {
+                    try await copyTree(root: root, records: version.records, base: base, prefetched: prefetched)
                 }
-                try await copyTree(root: content.root, records: content.recordCount, base: base)
-                try await writer.add(id, bytes)
-                copied.insert(id)
-                if roots.count > 10_000 { roots.removeAll(keepingCapacity: true) }
-                roots[id] = content.root
+                try await writer.add(version.id, version.bytes)
+                copied.insert(version.id)
                 versionsDone += 1
                 recordsCovered = 0
                 reportProgress(force: false)
             }
+            if roots.count > 10_000 { roots = roots.filter { copied.contains($0.key) && inChunk.contains($0.key) } }
             start += chunk.count
         }
     }
@@ -160,12 +178,15 @@ final class Transfer {
     /// child that the base's replaced nodes also have is in the target already, so only the
     /// nodes of the change are asked about — O(k log n) for k changed records — rather than
     /// every sibling of every changed node.
-    func copyTree(root: Hash, records: UInt64, base: Hash? = nil) async throws {
+    func copyTree(root: Hash, records: UInt64, base: Hash? = nil, prefetched: [Hash: [UInt8]] = [:]) async throws {
         recordsInVersion = max(records, 1)
         recordsCovered = 0
-        guard try await targetHas([root]).isEmpty else { return }
-        let wanted = base.map { [root, $0] } ?? [root]
-        let fetched = try await fetch(wanted)
+        guard !writer.isQueued(root) else { return }
+        if prefetched[root] == nil {
+            guard try await targetHas([root]).isEmpty else { return }
+        }
+        let wanted = (base.map { [root, $0] } ?? [root]).filter { prefetched[$0] == nil }
+        let fetched = try await fetch(wanted).merging(prefetched) { fetched, _ in fetched }
         let links = try links(of: root, fetched[root] ?? [], expecting: nil)
         guard links.kind == .leaf || links.kind == .branch else {
             throw ArborError(.corruptObject, "object \(root) is a \(links.kind.name), not an index root", backend: source.engineName, operation: "exchange")
