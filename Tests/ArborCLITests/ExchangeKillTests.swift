@@ -56,7 +56,7 @@ import Testing
         let sourceLog = try await source.log().map(\.id)
 
         // Small batches, so that a kill can land between any two of them.
-        let arguments = ["exchange", "--batch-size", "10", sourceURL]
+        let arguments = ["exchange", "--batch-size", "4", sourceURL]
         // How long a whole exchange takes, so that kills are spread over all of it.
         let (calibrationURL, dropCalibration) = try Self.makeStore(to)
         defer { dropCalibration() }
@@ -66,9 +66,10 @@ import Testing
         let longest = Date().timeIntervalSince(calibrationStart)
 
         var outcomes = (beforeAnyWrite: 0, midway: 0, finished: 0)
-        // Kills are aimed at the copy itself: the window shrinks when a kill comes after the end
-        // (the machine runs other tests too, so the calibration is only a first guess) and grows
-        // when it comes before the first write.
+        // Kills are aimed at the copy itself (the machine runs other tests too, so the calibration
+        // is only a first guess). The window closes in on the copy: `lower` is the longest delay that came before any
+        // write, `upper` the shortest that came after the end; each kill lands between them.
+        var lower = 0.0
         var upper = longest
         var generator = SystemRandomNumberGenerator()
         for round in 0..<Self.killsPerPair {
@@ -76,9 +77,9 @@ import Testing
             defer { dropTarget() }
             try await Self.open(targetURL, create: true).close()
 
-            // Kill at a random moment within the time a whole exchange took so far.
+            // Kill at a random moment of the window.
             let child = try ChildProcess.start("arbor", arguments + [targetURL])
-            let delay = Double.random(in: 0...upper, using: &generator)
+            let delay = Double.random(in: lower...max(lower, upper), using: &generator)
             try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
             let finishedFirst = !child.isRunning
             child.terminate(signal: SIGKILL)
@@ -91,16 +92,18 @@ import Testing
             case nil:
                 if objects == 0 {
                     outcomes.beforeAnyWrite += 1
-                    upper = min(upper * 1.5, longest)
+                    lower = delay
                 } else {
                     outcomes.midway += 1
                 }
             case let heads?:
                 #expect(heads == sourceHeads, "round \(round): the target's heads are not the source's")
                 outcomes.finished += 1
-                upper = max(delay * 0.8, 0.01)
+                upper = delay
             }
-            if finishedFirst { upper = max(delay * 0.8, 0.01) }
+            if finishedFirst { upper = min(upper, delay) }
+            // The machine's pace changes with what else runs: reopen the window a little.
+            (lower, upper) = (lower * 0.9, min(longest, upper * 1.1))
             let report = try await source.exchange(to: target)
             #expect(try await target.backend.ref(RefName.heads) == sourceHeads, "round \(round)")
             #expect(try await target.log().map(\.id) == sourceLog, "round \(round)")
