@@ -8,13 +8,20 @@ import Testing
 /// that was acknowledged before the kill is still there.
 ///
 /// A short mode runs in CI (`ARBOR_CRASH_KILLS` unset: 8 kills per operation and engine); set
-/// `ARBOR_CRASH_KILLS=34` or more for the long mode (over 100 kills per engine).
+/// `ARBOR_CRASH_KILLS=34` or more for the long mode (over 100 kills per engine), and
+/// `ARBOR_CRASH_ENGINES` to pick engines.
 @Suite struct CrashTests {
     enum Operation: String, CaseIterable, Sendable {
         case commit, migrate, gc
     }
 
     static let killsPerOperation = Int(ProcessInfo.processInfo.environment["ARBOR_CRASH_KILLS"] ?? "") ?? 8
+
+    /// The engines to crash: all of them, or those `ARBOR_CRASH_ENGINES` lists (`sqlite,postgres`).
+    static let engines: [ExchangeKillTests.Engine] = {
+        let chosen = (ProcessInfo.processInfo.environment["ARBOR_CRASH_ENGINES"] ?? "").split(separator: ",").map(String.init)
+        return ExchangeKillTests.Engine.enabled.filter { chosen.isEmpty || chosen.contains($0.rawValue) }
+    }()
 
     static func open(_ url: String) throws -> Store { try ExchangeKillTests.open(url) }
 
@@ -28,7 +35,8 @@ import Testing
         return versions
     }
 
-    @Test(.timeLimit(.minutes(20)), arguments: ExchangeKillTests.Engine.enabled)
+    // Each round verifies the whole store, which grows with every round: the long mode takes a while.
+    @Test(.timeLimit(.minutes(60)), arguments: CrashTests.engines)
     func killedOperationsLeaveTheStoreIntact(engine: ExchangeKillTests.Engine) async throws {
         let (url, cleanup) = try ExchangeKillTests.makeStore(engine)
         defer { cleanup() }
