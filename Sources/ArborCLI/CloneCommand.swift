@@ -2,7 +2,7 @@ import Arbor
 import ArgumentParser
 
 /// `arbor clone FROM TO [--json]`: `migrate` with all history, into a store without versions.
-public struct CloneCommand: OutputCommand {
+public struct CloneCommand: StorePairCommand {
     public static let configuration = CommandConfiguration(
         commandName: "clone",
         abstract: "Copy a store with all its history into a new store (migrate without options).",
@@ -16,13 +16,6 @@ public struct CloneCommand: OutputCommand {
     @OptionGroup public var format: OutputOptions
 
     public init() {}
-
-    public var storeURLs: [String] { [stores.from, stores.to] }
-
-    public func run() async throws {
-        Interruption.explainOnInterrupt()
-        try await executeOnStandardOutput()
-    }
 
     public func execute(_ output: inout some TextOutputStream) async throws {
         try await MigrateCommand.migrate(stores, latest: false, verify: true, json: format.json, label: "clone", to: &output)

@@ -2,7 +2,7 @@ import Arbor
 import ArgumentParser
 
 /// `arbor exchange FROM TO [--json]`: sends FROM's versions that TO lacks.
-public struct ExchangeCommand: OutputCommand {
+public struct ExchangeCommand: StorePairCommand {
     public static let configuration = CommandConfiguration(
         commandName: "exchange",
         abstract: "Send every version of one store that another lacks; its heads become heads there.",
@@ -23,13 +23,6 @@ public struct ExchangeCommand: OutputCommand {
 
     public func validate() throws {
         guard batchSize > 0 else { throw ValidationError("--batch-size must be at least 1") }
-    }
-
-    public var storeURLs: [String] { [stores.from, stores.to] }
-
-    public func run() async throws {
-        Interruption.explainOnInterrupt()
-        try await executeOnStandardOutput()
     }
 
     public func execute(_ output: inout some TextOutputStream) async throws {

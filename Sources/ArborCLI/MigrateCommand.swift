@@ -2,7 +2,7 @@ import Arbor
 import ArgumentParser
 
 /// `arbor migrate FROM TO [--latest] [--no-verify] [--json]`: copies a whole store.
-public struct MigrateCommand: OutputCommand {
+public struct MigrateCommand: StorePairCommand {
     public static let configuration = CommandConfiguration(
         commandName: "migrate",
         abstract: "Copy a whole store into a new store on any engine, and prove the copy.",
@@ -27,13 +27,6 @@ public struct MigrateCommand: OutputCommand {
     @OptionGroup public var format: OutputOptions
 
     public init() {}
-
-    public var storeURLs: [String] { [stores.from, stores.to] }
-
-    public func run() async throws {
-        Interruption.explainOnInterrupt()
-        try await executeOnStandardOutput()
-    }
 
     public func execute(_ output: inout some TextOutputStream) async throws {
         try await MigrateCommand.migrate(stores, latest: latest, verify: verify, json: format.json, label: "migrate", to: &output)

@@ -1,6 +1,21 @@
 import Arbor
 import ArgumentParser
 
+/// A subcommand that moves versions from one store to another: it names both URLs for
+/// redaction, and says on Ctrl-C that running it again finishes the job.
+public protocol StorePairCommand: OutputCommand {
+    var stores: StorePairOptions { get }
+}
+
+extension StorePairCommand {
+    public var storeURLs: [String] { [stores.from, stores.to] }
+
+    public func run() async throws {
+        Interruption.explainOnInterrupt()
+        try await executeOnStandardOutput()
+    }
+}
+
 /// The two store URLs of a command that moves versions from one store to another.
 public struct StorePairOptions: ParsableArguments {
     /// The store versions come from, as written (parsed when the command runs, so that no parser

@@ -2,7 +2,7 @@ import Arbor
 import ArgumentParser
 
 /// `arbor sync A B [--strategy …] [--json]`: exchanges both ways and merges.
-public struct SyncCommand: OutputCommand {
+public struct SyncCommand: StorePairCommand {
     public static let configuration = CommandConfiguration(
         commandName: "sync",
         abstract: "Bring two stores to the same head: exchange both ways, merge, and send the merge.",
@@ -21,13 +21,6 @@ public struct SyncCommand: OutputCommand {
     @OptionGroup public var format: OutputOptions
 
     public init() {}
-
-    public var storeURLs: [String] { [stores.from, stores.to] }
-
-    public func run() async throws {
-        Interruption.explainOnInterrupt()
-        try await executeOnStandardOutput()
-    }
 
     public func execute(_ output: inout some TextOutputStream) async throws {
         let bar = ProgressBar(label: "sync")

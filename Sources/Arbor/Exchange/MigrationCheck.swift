@@ -100,9 +100,7 @@ struct IndexCheck {
             return
         }
         let children = group.flatMap { node in node.links.children.map { (parent: node.hash, child: $0) } }
-        var start = 0
-        while start < children.count {
-            let chunk = children[start..<min(start + Transfer.groupSize, children.count)]
+        for chunk in children.chunks(of: Transfer.groupSize) {
             let fetched = try await ObjectFetch.verified(chunk.map(\.child.hash), from: backend)
             let childGroup = try chunk.map { entry -> (hash: Hash, links: ObjectLinks) in
                 let links = try read(entry.child.hash, fetched[entry.child.hash] ?? [], expecting: level == 1 ? .leaf : .branch)
@@ -113,7 +111,6 @@ struct IndexCheck {
                 return (entry.child.hash, links)
             }
             try await check(childGroup)
-            start += chunk.count
         }
     }
 }

@@ -64,14 +64,11 @@ extension Transfer {
         var commits = [Hash: ObjectLinks]()
         func load(_ hashes: some Sequence<Hash>) async throws {
             let wanted = hashes.filter { commits[$0] == nil }
-            var start = 0
-            while start < wanted.count {
-                let chunk = Array(wanted[start..<min(start + Transfer.requestSize, wanted.count)])
+            for chunk in wanted.chunks(of: Transfer.requestSize) {
                 let objects = try await ObjectFetch.verified(chunk, from: target)
                 for hash in chunk {
                     commits[hash] = try ObjectLinks.read(hash, objects[hash] ?? [], expecting: .commit, in: target, operation: "heads")
                 }
-                start += chunk.count
             }
         }
         try await load(candidates)

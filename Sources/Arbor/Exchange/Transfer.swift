@@ -49,12 +49,9 @@ final class Transfer {
         var present = Set(hashes.filter(writer.isQueued))
         if targetStartedEmpty { return present }
         let ask = hashes.filter { !present.contains($0) }
-        var start = 0
-        while start < ask.count {
-            let chunk = Array(ask[start..<min(start + Transfer.requestSize, ask.count)])
+        for chunk in ask.chunks(of: Transfer.requestSize) {
             rounds += 1
             present.formUnion(try await target.contains(chunk))
-            start += chunk.count
         }
         return present
     }
@@ -62,11 +59,8 @@ final class Transfer {
     /// Objects of the source, checked against their hashes.
     func fetch(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
-        var start = 0
-        while start < hashes.count {
-            let chunk = Array(hashes[start..<min(start + Transfer.requestSize, hashes.count)])
+        for chunk in hashes.chunks(of: Transfer.requestSize) {
             result.merge(try await ObjectFetch.verified(chunk, from: source)) { first, _ in first }
-            start += chunk.count
         }
         return result
     }
@@ -115,12 +109,10 @@ final class Transfer {
         // The roots of versions known to be in the target; bounded, since it is only a shortcut.
         var roots = [Hash: Hash]()
         var copied = Set<Hash>()
-        var start = 0
-        while start < ids.count {
+        for chunk in ids.chunks(of: 256) {
             // A chunk of versions at a time, with one request for each kind of object every
             // version needs first (its commit, its base's commit, its root and the base's root):
             // a long history of small versions costs a few requests per chunk, not per version.
-            let chunk = Array(ids[start..<min(start + 256, ids.count)])
             let commits = try await fetch(chunk)
             var versions = [(id: Hash, bytes: [UInt8], links: ObjectLinks, records: UInt64)]()
             for id in chunk {
@@ -159,7 +151,6 @@ final class Transfer {
                 reportProgress(force: false)
             }
             if roots.count > 10_000 { roots = roots.filter { copied.contains($0.key) && inChunk.contains($0.key) } }
-            start += chunk.count
         }
     }
 

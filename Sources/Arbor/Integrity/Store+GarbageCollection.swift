@@ -57,9 +57,7 @@ extension Store {
             report.keptLate = late - candidates.count
 
             var removed = [Hash: [UInt8]]()
-            var start = 0
-            while start < candidates.count {
-                let batch = Array(candidates[start..<min(start + Transfer.requestSize, candidates.count)])
+            for batch in candidates.chunks(of: Transfer.requestSize) {
                 let objects = try await backend.get(batch)
                 try await backend.delete(batch)
                 for (hash, bytes) in objects {
@@ -68,7 +66,6 @@ extension Store {
                 }
                 report.removedObjects += objects.count
                 report.rescued += try await rescue(&walk, from: &removed)
-                start += batch.count
             }
             // A commit that wrote its objects before the last batch may move its heads just after.
             try await Task.sleep(for: min(gracePeriod, .seconds(2)))

@@ -89,9 +89,7 @@ struct IntegrityWalk {
         var fresh = [Hash]()
         for hash in hashes where reached.insert(hash).inserted { fresh.append(hash) }
         var intact = [Hash: [UInt8]](minimumCapacity: fresh.count)
-        var start = 0
-        while start < fresh.count {
-            let chunk = Array(fresh[start..<min(start + Transfer.requestSize, fresh.count)])
+        for chunk in fresh.chunks(of: Transfer.requestSize) {
             let objects = try await backend.get(chunk)
             for hash in chunk {
                 report.reachableObjects += 1
@@ -106,7 +104,6 @@ struct IntegrityWalk {
                 }
                 intact[hash] = bytes
             }
-            start += chunk.count
         }
         return intact
     }
@@ -218,9 +215,7 @@ struct IntegrityWalk {
             }
         }
         let unseen = children.filter { !reached.contains($0.child) }
-        var start = 0
-        while start < unseen.count {
-            let chunk = unseen[start..<min(start + Transfer.groupSize, unseen.count)]
+        for chunk in unseen.chunks(of: Transfer.groupSize) {
             let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
             var next = [(hash: Hash, node: IndexNode)]()
             for entry in chunk {
@@ -232,7 +227,6 @@ struct IntegrityWalk {
                 next.append((entry.child, node))
             }
             if !next.isEmpty { try await checkGroup(next) }
-            start += chunk.count
         }
     }
 }
