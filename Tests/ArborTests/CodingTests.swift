@@ -44,6 +44,40 @@ import Testing
         #expect(try RecordDecoder.value(Task.self, key: records[0].key, records: tree) == task)
     }
 
+    /// Sets and dictionaries with non-string keys iterate in an order that depends on the
+    /// process's hash seed and the table's capacity; equal values must still give equal bytes.
+    @Test func equalSetsAndDictionariesEncodeToEqualBytes() throws {
+        var grownSet = Set<String>(minimumCapacity: 4_096)
+        var grownDictionary = [Weekday: [Int]](minimumCapacity: 4_096)
+        for number in (0..<300).reversed() { grownSet.insert("tag-\(number)") }
+        for day in Weekday.allCases.reversed() { grownDictionary[day] = [day.rawValue.count] }
+        let compact = Tagged(id: "x", tags: Set((0..<300).map { "tag-\($0)" }),
+                             byDay: Dictionary(uniqueKeysWithValues: Weekday.allCases.map { ($0, [$0.rawValue.count]) }),
+                             nested: [Set([3, 1, 2]), Set([9, 8])])
+        var grown = compact
+        grown.tags = grownSet
+        grown.byDay = grownDictionary
+        grown.nested = [Set([2, 3, 1]), Set([8, 9])]
+        // The test means something only if the two sets iterate differently.
+        #expect(Array(compact.tags) != Array(grown.tags))
+
+        let first = try RecordEncoder.records(of: compact)[0]
+        let second = try RecordEncoder.records(of: grown)[0]
+        #expect(RecordCoding.encode(first.properties) == RecordCoding.encode(second.properties))
+        guard case .array(let tags)? = first.properties["tags"] else {
+            Issue.record("tags did not encode as an array")
+            return
+        }
+        #expect(tags.count == 300)
+        #expect(tags.first == .string("tag-0"))
+        // Pairs keep their keys and values together, sorted by key.
+        #expect(first.properties["byDay"] == .array([
+            .string("fri"), .array([.int(3)]), .string("mon"), .array([.int(3)]), .string("thursday"), .array([.int(8)]),
+        ]))
+        let decoded = try RecordDecoder.value(Tagged.self, key: first.key, records: [first.key: first])
+        #expect(decoded == compact)
+    }
+
     @Test func aChildHeldTwiceIsAnError() throws {
         let note = Note(id: "n", text: "x")
         let task = Task(id: "t", title: "", done: false, notes: [note], pinned: note)
@@ -135,4 +169,15 @@ import Testing
         #expect(ObjectJSON.render([1, 2, 3])["kind"] == .string("raw"))
         #expect(ObjectJSON.render(commit.encoded())["kind"] == .string("commit"))
     }
+}
+
+private enum Weekday: String, Codable, CaseIterable {
+    case mon, thursday, fri
+}
+
+private struct Tagged: Storable, Equatable {
+    var id: String
+    var tags: Set<String>
+    var byDay: [Weekday: [Int]]
+    var nested: [Set<Int>]
 }

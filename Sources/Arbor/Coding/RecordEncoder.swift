@@ -61,7 +61,7 @@ final class EncodingContext {
         }
         // A root is a Storable struct: none of the special kinds below can match it.
         if !isRoot {
-            if let special = try specialKind(value) { return special }
+            if let special = try specialKind(value, codingPath: codingPath) { return special }
         }
         let encoder = PropertyEncoder(context: self, codingPath: codingPath)
         try value.encode(to: encoder)
@@ -69,7 +69,7 @@ final class EncodingContext {
     }
 
     /// The kinds records store natively, and nested `Storable` values as child records.
-    private func specialKind<T: Encodable>(_ value: T) throws -> PropertyValue? {
+    private func specialKind<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws -> PropertyValue? {
         switch value {
         case let date as Date: return .date(date)
         case let data as Data: return .bytes(Array(data))
@@ -77,6 +77,8 @@ final class EncodingContext {
         case let reference as any AnyRecordReference: return .reference(reference.key)
         case let decimal as Decimal: return .string(decimal.description)
         case let storable as any Storable: return .child(try childRecord(storable))
+        case let unordered as any UnorderedCollection:
+            return try unordered.canonicalValue(in: self, codingPath: codingPath)
         default: return nil
         }
     }

@@ -1,0 +1,60 @@
+/// A collection whose `Codable` conformance writes its elements in hash order: `Set`, and
+/// `Dictionary` with keys that encode as an array of key-value pairs.
+///
+/// Swift seeds its hashing per process, so two equal sets can iterate in different orders,
+/// and encoding them as they iterate would give two records of equal values different bytes
+/// and different hashes: replicas would never converge on them. The encoder writes such
+/// collections with their elements (or pairs) sorted by canonical bytes instead.
+protocol UnorderedCollection {
+    /// The collection as records store it, its elements in canonical order.
+    func canonicalValue(in context: EncodingContext, codingPath: [any CodingKey]) throws -> PropertyValue
+}
+
+extension Set: UnorderedCollection where Element: Encodable {
+    func canonicalValue(in context: EncodingContext, codingPath: [any CodingKey]) throws -> PropertyValue {
+        var elements = [(bytes: [UInt8], value: PropertyValue)]()
+        elements.reserveCapacity(count)
+        for (offset, element) in enumerated() {
+            let value = try context.encodeValue(element, codingPath: codingPath + [IndexKey(offset)])
+            elements.append((PropertyValue.canonicalBytes(of: value), value))
+        }
+        elements.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+        return .array(elements.map(\.value))
+    }
+}
+
+extension Dictionary: UnorderedCollection where Key: Encodable, Value: Encodable {
+    func canonicalValue(in context: EncodingContext, codingPath: [any CodingKey]) throws -> PropertyValue {
+        let encoder = PropertyEncoder(context: context, codingPath: codingPath)
+        try encode(to: encoder)
+        let encoded = encoder.storage.resolved()
+        // String and integer keys give a map, which is canonical already. Other keys give an
+        // array alternating key and value: sort the pairs by their keys' bytes.
+        guard case .array(let flat) = encoded, flat.count.isMultiple(of: 2) else { return encoded }
+        var pairs = [(keyBytes: [UInt8], key: PropertyValue, value: PropertyValue)]()
+        pairs.reserveCapacity(flat.count / 2)
+        for start in stride(from: 0, to: flat.count, by: 2) {
+            pairs.append((PropertyValue.canonicalBytes(of: flat[start]), flat[start], flat[start + 1]))
+        }
+        pairs.sort { $0.keyBytes.lexicographicallyPrecedes($1.keyBytes) }
+        return .array(pairs.flatMap { [$0.key, $0.value] })
+    }
+}
+
+/// The coding key of an element's position, for error messages.
+private struct IndexKey: CodingKey {
+    let intValue: Int?
+    let stringValue: String
+    init(_ index: Int) { intValue = index; stringValue = "Index \(index)" }
+    init?(intValue: Int) { self.init(intValue) }
+    init?(stringValue: String) { nil }
+}
+
+extension PropertyValue {
+    /// The value's canonical bytes, as records store it.
+    static func canonicalBytes(of value: PropertyValue) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.value(value)
+        return writer.bytes
+    }
+}
