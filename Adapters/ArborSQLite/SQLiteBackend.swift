@@ -6,9 +6,17 @@ import Synchronization
 /// ```
 /// CREATE TABLE arbor_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 ///     -- ('format', 'arbor-sqlite-store'), ('version', '1')
-/// CREATE TABLE objects (hash BLOB PRIMARY KEY, bytes BLOB NOT NULL) WITHOUT ROWID;
+/// CREATE TABLE objects (hash BLOB NOT NULL UNIQUE, bytes BLOB NOT NULL);
 /// CREATE TABLE refs (name TEXT PRIMARY KEY, hash BLOB NOT NULL) WITHOUT ROWID;
 /// ```
+///
+/// Objects live in a rowid table with a unique index on the hash, not in a `WITHOUT ROWID`
+/// table keyed by it: objects are often a few kilobytes, and a `WITHOUT ROWID` row keeps only
+/// about a quarter of a page in its B-tree cell and the rest on overflow pages of its own.
+/// Rows appended by rowid fill whole pages, and only the small hash index takes random inserts
+/// (a quarter less disk and a quarter less write time in the `engines` benchmark). Stores created
+/// with the earlier `WITHOUT ROWID` table open and work unchanged: every statement names the
+/// hash only.
 ///
 /// The database runs in WAL mode, so readers never wait for the writer; writers (also in other
 /// processes) take turns through SQLite's own locks, waiting up to ``Configuration/busyTimeout``.
@@ -82,7 +90,7 @@ public final class SQLiteBackend: Backend {
                 try connection.transaction(immediate: true) {
                     try connection.execute("""
                         CREATE TABLE arbor_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-                        CREATE TABLE objects (hash BLOB PRIMARY KEY, bytes BLOB NOT NULL) WITHOUT ROWID;
+                        CREATE TABLE objects (hash BLOB NOT NULL UNIQUE, bytes BLOB NOT NULL);
                         CREATE TABLE refs (name TEXT PRIMARY KEY, hash BLOB NOT NULL) WITHOUT ROWID;
                         """)
                     for (key, value) in [("format", formatName), ("version", String(formatVersion))] {

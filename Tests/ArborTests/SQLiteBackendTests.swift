@@ -116,6 +116,28 @@ func randomBytes(_ count: Int) -> Data {
         }
     }
 
+    /// Stores created before objects moved to a rowid table keep a `WITHOUT ROWID` table keyed by
+    /// the hash; every statement names the hash only, so they open and work as before.
+    @Test func storesWithTheEarlierObjectsTableStillWork() async throws {
+        try await withPath { path in
+            try await SQLiteBackend.create(.init(path: path)).close()
+            try rawSQLite(path, "DROP TABLE objects")
+            try rawSQLite(path, "CREATE TABLE objects (hash BLOB PRIMARY KEY, bytes BLOB NOT NULL) WITHOUT ROWID")
+            let store = try fresh(path)
+            var changes = ChangeSet()
+            for number in 0..<300 { try changes.save(Task(id: "t\(number)", title: "task \(number)", done: false)) }
+            try await store.commit(changes)
+            try await store.save(Task(id: "t7", title: "task 7", done: true))
+            try await store.close()
+
+            let reopened = try fresh(path)
+            #expect(try await reopened.values(Task.self).count == 300)
+            #expect(try await reopened.value(Task.self, id: "t7")?.done == true)
+            #expect(try await reopened.verify().isIntact)
+            try await reopened.close()
+        }
+    }
+
     @Test func corruptObjectIsNamed() async throws {
         try await withPath { path in
             let store = Store(backend: try SQLiteBackend.create(.init(path: path)))

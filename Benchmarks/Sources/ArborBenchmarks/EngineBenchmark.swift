@@ -117,8 +117,9 @@ struct EngineBenchmark {
     }
 }
 
-/// The raw SQLite floor: the same table shape Arbor uses (a `WITHOUT ROWID` table keyed by a
-/// 32-byte blob), WAL, one transaction, one prepared insert; reads with one prepared select.
+/// The raw SQLite floor: the best table shape for rows this small (a `WITHOUT ROWID` table
+/// keyed by a 32-byte blob), WAL, one transaction, one prepared insert; reads with one prepared
+/// select.
 enum RawSQLite {
     static func run(path: String, rows: Int, reads: Int) throws -> EngineBenchmark.Figures {
         var handle: OpaquePointer?
