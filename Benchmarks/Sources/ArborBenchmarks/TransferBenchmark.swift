@@ -21,7 +21,8 @@ import Synchronization
 struct TransferBenchmark {
     var records: Int
     var jsonRecords: Int
-    var commitSize = 100_000
+    static let defaultCommitSize = 100_000
+    var commitSize = defaultCommitSize
     var engines: [String]
     var postgresURL: String?
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-transfer-\(UUID().uuidString)").path
