@@ -125,6 +125,11 @@ struct TransferBenchmark {
             let big = bigRuns.sorted { $0.seconds < $1.seconds }[2]
             print(String(format: "exchange 100 changes %@ -> %@: n = 10,000: %.3f s, %d objects, %d requests; n = %d: %.3f s, %d objects, %d requests; ratio %.2fx (target 1.5x)",
                          from, large.engine, small.seconds, small.objects, small.rounds, records, big.seconds, big.objects, big.rounds, big.seconds / small.seconds))
+            // Where the difference goes: the target's one write transaction, whose cost per
+            // object grows with the size of the engine's files, against the objects ratio.
+            print(String(format: "  of which the target's writes: %.3f s and %.3f s (%.2fx); objects %.2fx",
+                         small.writeSeconds, big.writeSeconds, big.writeSeconds / max(small.writeSeconds, 1e-9),
+                         Double(big.objects) / Double(max(small.objects, 1))))
         }
     }
 

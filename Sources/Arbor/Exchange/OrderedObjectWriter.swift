@@ -13,11 +13,13 @@ final class OrderedObjectWriter {
     private var pendingBytes = 0
     /// Objects added but not yet known to be stored: the pending batch and the one in flight.
     private var queued = Set<Hash>()
-    private var inFlight: Task<Void, any Error>?
+    private var inFlight: Task<Double, any Error>?
     private var inFlightHashes: [Hash] = []
 
     private(set) var objectsWritten = 0
     private(set) var bytesWritten = 0
+    /// Seconds the backend spent storing the batches that have landed.
+    private(set) var writeSeconds: Double = 0
 
     init(backend: any Backend, maxObjects: Int, maxBytes: Int = 16 << 20) {
         self.backend = backend
@@ -47,7 +49,11 @@ final class OrderedObjectWriter {
         bytesWritten += pendingBytes
         pending = []
         pendingBytes = 0
-        inFlight = Task { try await backend.put(batch) }
+        inFlight = Task {
+            let started = ContinuousClock.now
+            try await backend.put(batch)
+            return started.secondsUntilNow
+        }
     }
 
     /// Writes everything added and waits until it has landed.
@@ -65,7 +71,7 @@ final class OrderedObjectWriter {
     private func awaitInFlight() async throws {
         guard let task = inFlight else { return }
         inFlight = nil
-        try await task.value
+        writeSeconds += try await task.value
         queued.subtract(inFlightHashes)
         inFlightHashes = []
     }

@@ -120,6 +120,7 @@ extension Transfer {
         report.objects = writer.objectsWritten
         report.bytes = writer.bytesWritten
         report.rounds = rounds
+        report.writeSeconds = writer.writeSeconds
         report.heads = heads
         report.seconds = seconds
         reportProgress(force: true)

@@ -52,4 +52,8 @@ public struct ExchangeReport: Sendable, Hashable {
     /// The target's heads afterwards.
     public var heads: [Hash] = []
     public var seconds: Double = 0
+    /// Of ``seconds``, the time the target spent storing batches of objects (one transaction
+    /// each on the transactional engines). Writes overlap the reading of the next objects, so
+    /// this is the target engine's share, not a part to subtract.
+    public var writeSeconds: Double = 0
 }
