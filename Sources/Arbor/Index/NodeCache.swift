@@ -66,6 +66,13 @@ final class NodeSource {
         return try await nodes([hash])[0]
     }
 
+    /// A node on a single descent from a root (a point lookup), which never comes back to it:
+    /// a hit in the shared cache is not also kept in this operation's own table.
+    func nodeOnPath(_ hash: Hash) async throws -> IndexNode {
+        if let cached = cache.node(hash) { return cached }
+        return try await node(hash)
+    }
+
     /// The nodes `hashes` in order, fetching every missing one in a single batch.
     func nodes(_ hashes: [Hash]) async throws -> [IndexNode] {
         var found = [Hash: IndexNode]()

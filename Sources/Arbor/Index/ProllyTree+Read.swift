@@ -3,12 +3,12 @@ extension ProllyTree {
     ///
     /// - Complexity: O(log n) node reads, one per level.
     static func lookup(_ key: [UInt8], root: Hash, source: NodeSource) async throws -> IndexPayload? {
-        var node = try await source.node(root)
+        var node = try await source.nodeOnPath(root)
         while node.level > 0 {
             guard case .node(let child, _) = node.entries[node.childIndex(covering: key)].payload else {
                 throw ArborError(.corruptObject, "malformed index: a branch entry does not name a node")
             }
-            node = try await source.node(child)
+            node = try await source.nodeOnPath(child)
         }
         guard !node.entries.isEmpty else { return nil }
         let index = node.childIndex(covering: key)

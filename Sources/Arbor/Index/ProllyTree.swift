@@ -1,3 +1,5 @@
+import Foundation
+
 /// The shape rules of the index: a prolly tree whose node boundaries depend on keys alone.
 ///
 /// An entry at level `L` ends its node when a 64-bit hash of its key salted with `L` falls in the
@@ -56,23 +58,29 @@ func compareKeys(_ lhs: [UInt8], _ rhs: [UInt8]) -> Int {
     }
 }
 
+/// libc's `memcmp`, which compares a word or a vector at a time: keys of one type share a long
+/// prefix (the type name), which a byte loop walks one byte per step on every probe.
 @inline(__always)
 private func memcmpBytes(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ count: Int) -> Int {
-    for index in 0..<count where a[index] != b[index] { return a[index] < b[index] ? -1 : 1 }
-    return 0
+    let order = memcmp(a, b, count)
+    return order == 0 ? 0 : (order < 0 ? -1 : 1)
 }
 
 extension IndexNode {
     /// The index of the first entry whose key is at least `key`, or the last entry if none is:
     /// the child of a branch that covers `key`.
     func childIndex(covering key: [UInt8]) -> Int {
-        var low = 0
-        var high = entries.count - 1
-        while low < high {
-            let middle = (low + high) / 2
-            if compareKeys(entries[middle].key, key) < 0 { low = middle + 1 } else { high = middle }
+        // Through buffer pointers: subscripting the array would copy each probed entry out,
+        // retaining and releasing its key and payload, which cost more than the comparison.
+        entries.withUnsafeBufferPointer { entries in
+            var low = 0
+            var high = entries.count - 1
+            while low < high {
+                let middle = (low + high) / 2
+                if compareKeys(entries[middle].key, key) < 0 { low = middle + 1 } else { high = middle }
+            }
+            return low
         }
-        return low
     }
 
     var childHashes: [Hash] {

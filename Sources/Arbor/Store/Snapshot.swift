@@ -18,7 +18,7 @@ public struct Snapshot: Sendable {
     public func record(_ key: RecordKey) async throws -> Record? {
         let keyBytes = key.indexBytes
         guard let payload = try await ProllyTree.lookup(keyBytes, root: root, source: store.makeSource()) else { return nil }
-        return try await store.decode([(keyBytes, payload)]).first
+        return try await store.decode(payload, of: key)
     }
 
     /// The records among `keys` that exist, fetched level by level in batches.

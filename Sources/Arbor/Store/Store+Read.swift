@@ -4,16 +4,25 @@ extension Store {
         let blobHashes = entries.compactMap { if case .blob(let hash) = $0.payload { hash } else { nil } }
         let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: backend)
         return try entries.map { entry in
-            let key = try RecordKey(indexBytes: entry.key[...])
-            do {
-                switch entry.payload {
-                case .inline(let bytes): return Record(key: key, properties: try RecordCoding.decode(bytes))
-                case .blob(let hash): return Record(key: key, properties: try RecordCoding.decode(try Blob.decode(blobs[hash]!)))
-                case .node: throw ArborError(.corruptObject, "a leaf entry names a node")
-                }
-            } catch let error as ArborError {
-                throw ArborError(.corruptObject, "record \(key) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
+            try decode(entry.payload, of: try RecordKey(indexBytes: entry.key[...]), blobs: blobs)
+        }
+    }
+
+    /// The record `key` from its leaf payload (a point read, whose key is known already).
+    func decode(_ payload: IndexPayload, of key: RecordKey) async throws -> Record {
+        guard case .blob(let hash) = payload else { return try decode(payload, of: key, blobs: [:]) }
+        return try decode(payload, of: key, blobs: try await ObjectFetch.verified([hash], from: backend))
+    }
+
+    private func decode(_ payload: IndexPayload, of key: RecordKey, blobs: [Hash: [UInt8]]) throws -> Record {
+        do {
+            switch payload {
+            case .inline(let bytes): return Record(key: key, properties: try RecordCoding.decode(bytes))
+            case .blob(let hash): return Record(key: key, properties: try RecordCoding.decode(try Blob.decode(blobs[hash] ?? [])))
+            case .node: throw ArborError(.corruptObject, "a leaf entry names a node")
             }
+        } catch let error as ArborError {
+            throw ArborError(.corruptObject, "record \(key) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
         }
     }
 
