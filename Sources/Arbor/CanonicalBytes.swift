@@ -111,8 +111,17 @@ struct ByteReader {
 
     mutating func string() throws -> String {
         let raw = try slice()
-        guard let text = String(validating: raw, as: UTF8.self) else { throw corrupt("invalid UTF-8") }
-        return text
+        // `String(validating:as:)` runs as unspecialised generic code, whose metadata lookups
+        // cost more than the check. Decoding repairs invalid UTF-8 (with U+FFFD), which changes
+        // the bytes, so the input was valid exactly when the string's bytes equal it.
+        return try raw.withUnsafeBufferPointer { input in
+            let text = String(decoding: input, as: UTF8.self)
+            let unchanged = text.utf8.withContiguousStorageIfAvailable { stored in
+                stored.count == input.count && (input.isEmpty || memcmp(stored.baseAddress!, input.baseAddress!, input.count) == 0)
+            } ?? text.utf8.elementsEqual(input)
+            guard unchanged else { throw corrupt("invalid UTF-8") }
+            return text
+        }
     }
 
     mutating func hash() throws -> Hash {

@@ -78,6 +78,26 @@ import Testing
         #expect(decoded == compact)
     }
 
+    /// Strings in canonical bytes must be valid UTF-8: every malformed sequence is refused, and
+    /// valid text (a replacement character included) comes back byte for byte.
+    @Test func canonicalStringsAreCheckedUTF8() throws {
+        func encoded(_ utf8: [UInt8]) -> [UInt8] {
+            var writer = ByteWriter()
+            writer.varint(1)
+            writer.string("p")
+            writer.byte(ValueTag.string.rawValue)
+            writer.lengthPrefixed(utf8)
+            return writer.bytes
+        }
+        let invalid: [[UInt8]] = [[0xFF], [0xC0, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xE2, 0x82], [0x61, 0x80], [0xEF, 0xBF]]
+        for bytes in invalid {
+            #expect(throws: ArborError.self, "\(bytes)") { try RecordCoding.decode(encoded(bytes)) }
+        }
+        for text in ["", "plain", "caf\u{E9}", "\u{FFFD}", "a\u{FFFD}b", "\u{1F333} arbor", "nul\u{0}inside"] {
+            #expect(try RecordCoding.decode(encoded(Array(text.utf8)))["p"] == .string(text))
+        }
+    }
+
     @Test func aChildHeldTwiceIsAnError() throws {
         let note = Note(id: "n", text: "x")
         let task = Task(id: "t", title: "", done: false, notes: [note], pinned: note)
