@@ -77,6 +77,8 @@ struct ArborBenchmarks {
                     try await PostgresBenchmark(records: records).run(url: url)
                 case "merge":
                     try await MergeBenchmark(sizes: [10_000, 1_000_000], changes: 100).run()
+                case "sync":
+                    try await SyncBenchmark().run()
                 case "transfer":
                     try await transferBenchmark(adapters: adapters, records: records, jsonRecords: jsonRecords, batch: batch).run()
                 case "integrity":
@@ -85,7 +87,7 @@ struct ArborBenchmarks {
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, merge, postgres, transfer, integrity")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, merge, sync, postgres, transfer, integrity")
                     exit(2)
                 }
             }

@@ -41,16 +41,21 @@ extension Transfer {
     /// - Complexity: O(v) commit reads for the `v` versions of the target newer than the oldest
     ///   head involved that the target already had; none when the target had none of them.
     func adoptHeads(_ incoming: [Hash], copied: Set<Hash>, boundary: Set<Hash>) async throws -> [Hash] {
+        var contention = RefContention()
+        // Commits are immutable: what one attempt loaded serves the next (under contention an
+        // attempt is often retried, and the walk is most of its cost).
+        var commits = [Hash: ObjectLinks]()
         while true {
             let (ref, current) = try await Transfer.headState(of: target)
             let candidates = Set(current).union(incoming).subtracting(copied)
-            let ancestors = try await ancestorsAmong(candidates, walkingFrom: boundary)
+            let ancestors = try await ancestorsAmong(candidates, walkingFrom: boundary, commits: &commits)
             let heads = candidates.subtracting(ancestors).union(copied)
             if heads == Set(current) { return current.sorted() }
             let bytes = HeadSet.encode(heads)
             let hash = Hash.of(bytes)
             try await target.put([(hash, bytes)])
             if try await target.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return heads.sorted() }
+            await contention.backOff()
         }
     }
 
@@ -59,9 +64,10 @@ extension Transfer {
     ///
     /// Walks back from the candidates' parents and the boundary, but never below the oldest
     /// candidate: an ancestor is always older than its descendants.
-    private func ancestorsAmong(_ candidates: Set<Hash>, walkingFrom boundary: Set<Hash>) async throws -> Set<Hash> {
+    ///
+    /// `commits` holds the links of commits loaded before, and receives those loaded now.
+    private func ancestorsAmong(_ candidates: Set<Hash>, walkingFrom boundary: Set<Hash>, commits: inout [Hash: ObjectLinks]) async throws -> Set<Hash> {
         guard !candidates.isEmpty, candidates.count > 1 || !boundary.isEmpty else { return [] }
-        var commits = [Hash: ObjectLinks]()
         func load(_ hashes: some Sequence<Hash>) async throws {
             let wanted = hashes.filter { commits[$0] == nil }
             for chunk in wanted.chunks(of: Transfer.requestSize) {
@@ -84,8 +90,6 @@ extension Transfer {
                 if candidates.contains(hash) { ancestors.insert(hash) }
                 next.formUnion(links.parents)
             }
-            // Keep only what this walk needs: the commits loaded for the next step.
-            commits = commits.filter { candidates.contains($0.key) }
             frontier = next.subtracting(visited)
         }
         return ancestors

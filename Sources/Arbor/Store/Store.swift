@@ -106,6 +106,7 @@ public final class Store: Sendable {
     /// Replaces `removing` by `adding` in the head set, retrying the compare-and-swap until it
     /// lands: concurrent writers each keep their own head, so nothing is lost.
     func updateHeads(removing: Set<Hash>, adding: Hash) async throws {
+        var contention = RefContention()
         while true {
             let (ref, current) = try await headState()
             var heads = Set(current)
@@ -116,6 +117,7 @@ public final class Store: Sendable {
             if hash == ref { return }
             try await backend.put([(hash, bytes)])
             if try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return }
+            await contention.backOff()
         }
     }
 
