@@ -18,9 +18,10 @@ import Synchronization
 /// again), up to ``Configuration/maximumMapSize``. A process that finds the map grown by another
 /// (`MDB_MAP_RESIZED`) adopts the new size and retries.
 ///
-/// Calls block the calling thread while LMDB works: reads take microseconds; a writer may wait
-/// for another process's write transaction. Backends of one process that open the same folder
-/// share one environment, as LMDB requires.
+/// Reads run on the calling thread (they take microseconds and never wait for a writer); writes
+/// run on a serial queue of the environment, off the Swift concurrency pool, since a writer may
+/// wait for another process's write transaction and ends with an fsync. Backends of one process
+/// that open the same folder share one environment, as LMDB requires.
 public final class LMDBBackend: Backend {
     /// Where the store lives and how its memory map grows.
     public struct Configuration: Sendable {
@@ -256,7 +257,7 @@ public final class LMDBBackend: Backend {
         // In key order, each insertion lands next to the previous one in the B+tree.
         let sorted = objects.sorted { $0.hash < $1.hash }
         let database = environment.objects
-        try environment.write("put") { txn in
+        try await environment.writeOffPool("put") { txn in
             for object in sorted {
                 try txn.put(database, LMDBBackend.key(object.hash), object.bytes, overwrite: false)
             }
@@ -289,7 +290,7 @@ public final class LMDBBackend: Backend {
     public func delete(_ hashes: [Hash]) async throws {
         try checkOpen("delete")
         let objects = environment.objects
-        try environment.write("delete") { txn in
+        try await environment.writeOffPool("delete") { txn in
             for hash in hashes { try txn.delete(objects, LMDBBackend.key(hash)) }
         }
     }
@@ -320,8 +321,8 @@ public final class LMDBBackend: Backend {
         try checkOpen("compareAndSwap")
         let refs = environment.refs
         let key = Array(name.utf8)
-        return try environment.write("compareAndSwap") { txn in
-            let current = try txn.get(refs, key).map { try hash($0, "ref \(String(reflecting: name))", "compareAndSwap") }
+        return try await environment.writeOffPool("compareAndSwap") { txn in
+            let current = try txn.get(refs, key).map { try self.hash($0, "ref \(String(reflecting: name))", "compareAndSwap") }
             guard current == expected else { return false }
             if let new {
                 try txn.put(refs, key, LMDBBackend.key(new), overwrite: true)

@@ -7,6 +7,7 @@ import Darwin
 #endif
 import Arbor
 import CLMDB
+import Dispatch
 import Synchronization
 
 // The raw LMDB (and libc) calls of the adapter. Nothing else in ArborLMDB touches `mdb_*`:
@@ -93,6 +94,8 @@ final class LMDBEnvironment: @unchecked Sendable {
     private var env: OpaquePointer?
     private let lock = ReadWriteLock()
     private let writer = Mutex(())
+    /// Where ``writeOffPool(_:_:)`` runs writes.
+    private let writeQueue = DispatchQueue(label: "arbor.lmdb.writer")
     private let maximumMapSize: Int
     private(set) var objects: MDB_dbi = 0
     private(set) var refs: MDB_dbi = 0
@@ -294,6 +297,18 @@ final class LMDBEnvironment: @unchecked Sendable {
             }
         } catch {
             throw locate(error, operation)
+        }
+    }
+
+    /// ``write(_:_:)`` on a serial queue of this environment, with the calling task suspended
+    /// meanwhile: a writer may wait for another process's write transaction and ends with an
+    /// fsync, and neither should hold one of the Swift concurrency pool's few threads. The queue
+    /// also lets this process's writers take turns in the order they came.
+    func writeOffPool<R: Sendable>(_ operation: String, _ body: @escaping @Sendable (LMDBTransaction) throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            writeQueue.async {
+                continuation.resume(with: Result { try self.write(operation, body) })
+            }
         }
     }
 
