@@ -2,27 +2,6 @@ import Foundation
 import Synchronization
 @testable import Arbor
 
-/// A backend that forwards every call to `inner`; wrappers override what they change.
-protocol ForwardingBackend: Backend {
-    var inner: any Backend { get }
-}
-
-extension ForwardingBackend {
-    var engineName: String { inner.engineName }
-    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] { try await inner.get(hashes) }
-    func contains(_ hashes: [Hash]) async throws -> Set<Hash> { try await inner.contains(hashes) }
-    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws { try await inner.put(objects) }
-    func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
-        try await inner.enumerateHashes(batchSize: batchSize, body)
-    }
-    func delete(_ hashes: [Hash]) async throws { try await inner.delete(hashes) }
-    func refs() async throws -> [String: Hash] { try await inner.refs() }
-    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
-        try await inner.compareAndSwap(ref: name, expected: expected, new: new)
-    }
-    func close() async throws { try await inner.close() }
-}
-
 /// A backend wrapper that counts the objects read and written through it.
 final class CountingBackend: ForwardingBackend {
     let inner: any Backend

@@ -1,0 +1,35 @@
+/// A backend that passes every call to another: conform, name the ``inner`` backend, and
+/// implement only the calls to change. For instrumentation (counting, timing) and for fault
+/// injection in tests.
+///
+/// ```swift
+/// final class CountingReads: ForwardingBackend {
+///     let inner: any Backend
+///     let reads = Atomic(0)
+///     init(_ inner: any Backend) { self.inner = inner }
+///     func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+///         reads.add(hashes.count, ordering: .relaxed)
+///         return try await inner.get(hashes)
+///     }
+/// }
+/// ```
+public protocol ForwardingBackend: Backend {
+    /// The backend every call not implemented by the conforming type goes to.
+    var inner: any Backend { get }
+}
+
+extension ForwardingBackend {
+    public var engineName: String { inner.engineName }
+    public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] { try await inner.get(hashes) }
+    public func contains(_ hashes: [Hash]) async throws -> Set<Hash> { try await inner.contains(hashes) }
+    public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws { try await inner.put(objects) }
+    public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        try await inner.enumerateHashes(batchSize: batchSize, body)
+    }
+    public func delete(_ hashes: [Hash]) async throws { try await inner.delete(hashes) }
+    public func refs() async throws -> [String: Hash] { try await inner.refs() }
+    public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+    }
+    public func close() async throws { try await inner.close() }
+}
