@@ -180,6 +180,16 @@ extension ByteWriter {
     }
 }
 
+extension PropertyValue {
+    /// The value's canonical bytes (tag and payload), as records store it: what orders values
+    /// deterministically wherever an order must be the same on every replica.
+    static func canonicalBytes(of value: PropertyValue) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.value(value)
+        return writer.bytes
+    }
+}
+
 extension ByteReader {
     mutating func recordKey() throws -> RecordKey {
         RecordKey(type: try string(), id: try string())

@@ -49,12 +49,3 @@ private struct IndexKey: CodingKey {
     init?(intValue: Int) { self.init(intValue) }
     init?(stringValue: String) { nil }
 }
-
-extension PropertyValue {
-    /// The value's canonical bytes, as records store it.
-    static func canonicalBytes(of value: PropertyValue) -> [UInt8] {
-        var writer = ByteWriter()
-        writer.value(value)
-        return writer.bytes
-    }
-}

@@ -180,7 +180,7 @@ extension Store {
         case (nil, nil): false
         case (nil, _): true
         case (_, nil): false
-        case (let x?, let y?): RecordCoding.encode(["v": x]).lexicographicallyPrecedes(RecordCoding.encode(["v": y]))
+        case (let x?, let y?): PropertyValue.canonicalBytes(of: x).lexicographicallyPrecedes(PropertyValue.canonicalBytes(of: y))
         }
     }
 
