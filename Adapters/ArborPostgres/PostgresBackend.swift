@@ -132,6 +132,25 @@ public final class PostgresBackend: Backend {
         }
     }
 
+    /// The objects among `hashes` and up to `limit` objects in all of them and their ancestors,
+    /// in one recursive query: the server reads each commit's parents from its bytes (the
+    /// commit layout of FORMAT.md, section 6.4) and follows them, a generation per step. An
+    /// object that is not a commit is returned but not followed.
+    public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
+        try checkOpen("get")
+        if hashes.isEmpty { return [:] }
+        let unique = Array(Set(hashes))
+        guard unique.count <= Self.objectsPerStatement else { return try await get(unique) }
+        return try await pool.withConnection("get") { connection in
+            let rows = try connection.execute(Statements.ancestry, [.hashArray(unique), .int64(Int64(max(limit, unique.count)))], operation: "get")
+            var result = [Hash: [UInt8]](minimumCapacity: rows.rowCount)
+            for row in 0..<rows.rowCount {
+                if let hash = rows.hash(row, 0), let bytes = rows.bytes(row, 1) { result[hash] = bytes }
+            }
+            return result
+        }
+    }
+
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         try checkOpen("contains")
         if hashes.isEmpty { return [] }
@@ -265,6 +284,25 @@ public final class PostgresBackend: Backend {
 enum Statements {
     static let get = PreparedStatement(
         name: "arbor_get", sql: "SELECT hash, bytes FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
+    /// The asked objects first, then breadth first through commit parents: a commit is
+    /// `a1 03`, its root (32 bytes), a parent count below 128 (one varint byte) at offset 34,
+    /// and the parents from offset 35. The `CASE` keeps `get_byte` off objects too short or of
+    /// another kind; `UNION` drops versions reached twice; `LIMIT` ends the recursion early.
+    static let ancestry = PreparedStatement(
+        name: "arbor_ancestry",
+        sql: """
+            WITH RECURSIVE walk(hash, bytes) AS (
+                SELECT hash, bytes FROM arbor_objects WHERE hash = ANY($1::bytea[])
+              UNION
+                SELECT o.hash, o.bytes FROM walk w
+                CROSS JOIN LATERAL generate_series(0, CASE
+                    WHEN octet_length(w.bytes) >= 35 AND substring(w.bytes FROM 1 FOR 2) = '\\xa103'::bytea
+                    THEN least(get_byte(w.bytes, 34), (octet_length(w.bytes) - 35) / 32) - 1 ELSE -1 END) AS parent(i)
+                JOIN arbor_objects o ON o.hash = substring(w.bytes FROM 36 + 32 * parent.i FOR 32)
+            )
+            SELECT hash, bytes FROM walk LIMIT $2
+            """,
+        types: [PGType.byteaArray, PGType.int8])
     static let contains = PreparedStatement(
         name: "arbor_contains", sql: "SELECT hash FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
     static let put = PreparedStatement(

@@ -17,6 +17,19 @@ public protocol Backend: Sendable {
     /// The subset of `hashes` that the store holds.
     func contains(_ hashes: [Hash]) async throws -> Set<Hash>
 
+    /// The objects among `hashes` that the store holds, and with them, at the backend's
+    /// choice, ancestors of those that are commits (following parents), nearest generations
+    /// first, up to `limit` objects in all.
+    ///
+    /// A history walk learns each generation's hashes only from the one before, so through
+    /// ``get(_:)`` it costs a request per generation: over a network, a round trip per version
+    /// of a linear history. A backend that can follow parents itself (PostgreSQL, with a
+    /// recursive query) implements this to answer many generations in one request. The default
+    /// returns `get(hashes)`. The caller checks every object against its hash, as for `get`.
+    ///
+    /// - Complexity: one request.
+    func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]]
+
     /// Stores objects. The caller guarantees that each hash is the SHA-256 of its bytes.
     /// Existing objects are left as they are.
     func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws
@@ -39,6 +52,11 @@ public protocol Backend: Sendable {
 }
 
 extension Backend {
+    /// Returns `get(hashes)`: no ancestors.
+    public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
+        try await get(hashes)
+    }
+
     /// The current value of one ref, or `nil` if it does not exist.
     public func ref(_ name: String) async throws -> Hash? {
         try await refs()[name]

@@ -2,6 +2,10 @@
 /// implement only the calls to change. For instrumentation (counting, timing) and for fault
 /// injection in tests.
 ///
+/// ``Backend/ancestry(of:limit:)`` is not forwarded: it goes through the conforming type's
+/// ``Backend/get(_:)``, so a type that changes `get` sees every read. Forward it explicitly to
+/// keep the inner backend's many-generations-per-request walks.
+///
 /// ```swift
 /// final class CountingReads: ForwardingBackend {
 ///     let inner: any Backend

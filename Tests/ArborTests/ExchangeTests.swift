@@ -392,7 +392,8 @@ final class FailingBackend: ForwardingBackend {
     }
 }
 
-/// Returns one object with a flipped byte, as a disk that rots would.
+/// Returns one object with a flipped byte, as a disk that rots would; through `get`, and
+/// through `ancestry` (forwarded, so the inner backend's walks ahead are kept).
 final class CorruptingBackend: ForwardingBackend {
     let inner: any Backend
     let victim: Hash
@@ -401,7 +402,13 @@ final class CorruptingBackend: ForwardingBackend {
         self.victim = victim
     }
     func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        var objects = try await inner.get(hashes)
+        damaged(try await inner.get(hashes))
+    }
+    func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
+        damaged(try await inner.ancestry(of: hashes, limit: limit))
+    }
+    private func damaged(_ objects: [Hash: [UInt8]]) -> [Hash: [UInt8]] {
+        var objects = objects
         if var bytes = objects[victim], !bytes.isEmpty {
             bytes[bytes.count / 2] ^= 0x40
             objects[victim] = bytes

@@ -137,6 +137,71 @@ extension ConformanceCase {
             let expected = try await context.step("reading every object") { try await reference.get(Array(theirs)) }
             try expectObjects(expected.map { ($0.key, $0.value) }, in: try await context.backend.get(Array(theirs)), "the bytes of every object, as on the memory adapter")
         },
+        ConformanceCase(.store, "ancestry", "ancestry returns the asked objects and only their ancestors, nearest generations first, at most the limit") { context in
+            let store = context.store()
+            let backend = context.backend
+            // v0 ← v1 ← … ← v11, a side line s1 ← s2 off v3, and a merge of v11 and s2.
+            var line = [try await store.change(on: nil, "v0") { try $0.save(SuitePerson(id: "p", name: "0")) }]
+            for index in 1...11 {
+                line.append(try await store.change(on: line.last, "v\(index)") { try $0.save(SuitePerson(id: "p", name: "\(index)")) })
+            }
+            let s1 = try await store.change(on: line[3], "s1") { try $0.save(SuitePerson(id: "q", name: "s1")) }
+            let s2 = try await store.change(on: s1, "s2") { try $0.save(SuitePerson(id: "q", name: "s2")) }
+            var changes = ChangeSet()
+            try changes.save(SuitePerson(id: "r", name: "merge"))
+            let merge = try await store.commit(changes, message: "merge", parents: [line[11].id, s2.id])
+            // Each version's distance from the merge, along the shortest path.
+            var distance = [merge.id: 0]
+            var generation = [merge]
+            while !generation.isEmpty {
+                var next = [Version]()
+                for version in generation {
+                    for parent in try await store.versions(version.parents) where distance[parent.id] == nil {
+                        distance[parent.id] = distance[version.id]! + 1
+                        next.append(parent)
+                    }
+                }
+                generation = next
+            }
+            let stored = try await backend.get(Array(distance.keys))
+            func check(_ result: [Hash: [UInt8]], asked: [Hash], limit: Int, _ what: String) throws {
+                for hash in asked where stored[hash] != nil {
+                    try expectSameBytes(result[hash], stored[hash]!, "\(what): an asked version is returned, byte for byte")
+                }
+                try expect(result.count <= max(limit, Set(asked).count), "\(what): no more objects than the limit", expected: "at most \(max(limit, Set(asked).count))", actual: "\(result.count)")
+                let asked = Set(asked)
+                for (hash, bytes) in result where !asked.contains(hash) {
+                    try expect(stored[hash] != nil, "\(what): only the asked objects and their ancestors", expected: "ancestors of the asked versions", actual: "\(hash), which is none")
+                    try expectSameBytes(bytes, stored[hash]!, "\(what): an ancestor is returned byte for byte")
+                }
+                // Distances are from the merge: when more is asked, nearer is another matter.
+                guard asked == [merge.id] else { return }
+                let deepest = result.keys.compactMap { distance[$0] }.max() ?? 0
+                let nearer = distance.filter { $0.value < deepest }.keys
+                try expect(nearer.allSatisfy { result[$0] != nil }, "\(what): nearest generations first", expected: "every version nearer than distance \(deepest)",
+                           actual: "\(nearer.filter { result[$0] == nil }.count) of them missing")
+            }
+            try await context.step("asking for the merge with room for all its history") {
+                try check(try await backend.ancestry(of: [merge.id], limit: 100), asked: [merge.id], limit: 100, "limit 100")
+            }
+            try await context.step("asking for the merge with a limit of 5") {
+                try check(try await backend.ancestry(of: [merge.id], limit: 5), asked: [merge.id], limit: 5, "limit 5")
+            }
+            try await context.step("asking for more versions than the limit") {
+                let asked = [merge.id, line[5].id, s1.id, line[0].id]
+                try check(try await backend.ancestry(of: asked, limit: 2), asked: asked, limit: 2, "limit 2")
+            }
+            try await context.step("asking for unknown hashes, and objects that look like broken versions") {
+                let unknown = (0..<2).map(TestObjects.unknownHash)
+                try expectEqual(try await backend.ancestry(of: unknown, limit: 10).count, 0, "unknown hashes are left out")
+                // Marker and kind of a version, then too few bytes for the parents they announce.
+                let broken: [(hash: Hash, bytes: [UInt8])] = [[0xA1, 0x03], [0xA1, 0x03] + [UInt8](repeating: 9, count: 32) + [0x7F, 1, 2], [0xA1, 0x03] + [UInt8](repeating: 0xFF, count: 40)]
+                    .map { (Hash.of($0), $0) }
+                try await backend.put(broken)
+                let result = try await backend.ancestry(of: broken.map(\.hash) + unknown, limit: 10)
+                try expectEqual(Set(result.keys), Set(broken.map(\.hash)), "broken versions are returned as they are, and nothing else")
+            }
+        },
     ]
 
     /// A history of a few versions touching 1,000 records, a blob and a merge; the version ids.

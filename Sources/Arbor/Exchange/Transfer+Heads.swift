@@ -68,10 +68,11 @@ extension Transfer {
     /// `commits` holds the links of commits loaded before, and receives those loaded now.
     private func ancestorsAmong(_ candidates: Set<Hash>, walkingFrom boundary: Set<Hash>, commits: inout [Hash: ObjectLinks]) async throws -> Set<Hash> {
         guard !candidates.isEmpty, candidates.count > 1 || !boundary.isEmpty else { return [] }
+        var reader = HistoryReader(target)
         func load(_ hashes: some Sequence<Hash>) async throws {
             let wanted = hashes.filter { commits[$0] == nil }
             for chunk in wanted.chunks(of: Transfer.requestSize) {
-                let objects = try await ObjectFetch.verified(chunk, from: target)
+                let objects = try await reader.objects(chunk)
                 for hash in chunk {
                     commits[hash] = try ObjectLinks.read(hash, objects[hash] ?? [], expecting: .commit, in: target, operation: "heads")
                 }

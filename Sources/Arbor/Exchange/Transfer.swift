@@ -69,26 +69,70 @@ final class Transfer {
 
     /// The versions reachable from `heads` that the target lacks, parents before children, and
     /// the versions the target has where that history meets it.
+    ///
+    /// The source's history is walked ahead of the target's answers: each request asks the
+    /// target about every version walked since the last, and the walk goes twice as far before
+    /// each next one. A target far behind costs O(log v) rounds for `v` missing versions, at most
+    /// twice the source reads; a target one version behind, the two rounds it always cost.
+    ///
+    /// - Complexity: O(v) source commit reads, in O(log v) requests when the source implements
+    ///   ``Backend/ancestry(of:limit:)``.
     func missingVersions(from heads: [Hash]) async throws -> (versions: [Hash], boundary: Set<Hash>) {
+        var reader = HistoryReader(source)
         var times = [Hash: HybridTime]()
         var parentsOf = [Hash: [Hash]]()
-        var boundary = Set<Hash>()
+        // What the target said of each version asked about: true when it has it.
+        var held = [Hash: Bool]()
         let present = try await targetHas(heads)
-        var frontier = heads.filter { !present.contains($0) }
-        while !frontier.isEmpty {
-            let objects = try await fetch(frontier)
-            var parents = Set<Hash>()
-            for hash in frontier {
-                let links = try links(of: hash, objects[hash] ?? [], expecting: .commit)
-                times[hash] = links.time
-                parentsOf[hash] = links.parents
-                parents.formUnion(links.parents)
+        for head in heads { held[head] = present.contains(head) }
+        var seen = Set(heads)
+        var expand = heads.filter { !present.contains($0) }
+        var askAfter = 1
+        while !expand.isEmpty {
+            // Walk on from the versions known to be missing, through versions not yet asked
+            // about, until `askAfter` of those are collected. A version walked ahead of the
+            // answers that cannot be read is not an error yet: the target may hold it.
+            var unasked = [Hash]()
+            var generation = expand
+            var unread = [Hash]()
+            var ahead = false
+            while !generation.isEmpty, !ahead || unasked.count < askAfter {
+                let objects = ahead ? try await reader.intactObjects(generation) : try await reader.objects(generation)
+                var next = [Hash]()
+                for hash in generation {
+                    let links: ObjectLinks
+                    if ahead {
+                        guard let bytes = objects[hash], let readable = try? ObjectLinks(bytes), readable.kind == .commit else {
+                            unread.append(hash)
+                            continue
+                        }
+                        links = readable
+                    } else {
+                        links = try self.links(of: hash, objects[hash] ?? [], expecting: .commit)
+                    }
+                    times[hash] = links.time
+                    parentsOf[hash] = links.parents
+                    for parent in links.parents where seen.insert(parent).inserted {
+                        unasked.append(parent)
+                        next.append(parent)
+                    }
+                }
+                generation = next
+                ahead = true
             }
-            let unseen = parents.filter { times[$0] == nil }
-            let had = try await targetHas(Array(unseen))
-            boundary.formUnion(had)
-            frontier = unseen.filter { !had.contains($0) }.sorted()
+            let had = try await targetHas(unasked)
+            for hash in unasked { held[hash] = had.contains(hash) }
+            // The walk ran ahead through versions that turned out to be held (and so are all their
+            // ancestors): forget those; go on from the missing ones it did not read.
+            expand = (generation + unread).filter { held[$0] == false }
+            askAfter = min(askAfter * 2, Transfer.requestSize)
         }
+        for hash in Array(times.keys) where held[hash] != false {
+            times[hash] = nil
+            parentsOf[hash] = nil
+        }
+        var boundary = Set<Hash>()
+        for parents in parentsOf.values { boundary.formUnion(parents.filter { held[$0] == true }) }
         // A commit's time is later than its parents' (hybrid clock), so time order is a
         // parents-first order; check it rather than trust it, since it keeps the target whole.
         for (child, parents) in parentsOf {

@@ -34,6 +34,7 @@ struct CommonAncestor {
         var flags: [Hash: UInt8] = [ours.id: oursFlag, theirs.id: theirsFlag]
         var queue = [ours, theirs].sorted(by: Store.newestFirst)
         var queued: Set<Hash> = [ours.id, theirs.id]
+        var reader = HistoryReader(store.backend)
         while queue.contains(where: { flags[$0.id]! & staleFlag == 0 }) {
             let version = queue.removeFirst()
             queued.remove(version.id)
@@ -53,7 +54,7 @@ struct CommonAncestor {
                 let before = flags[parent] ?? 0
                 flags[parent] = before | flag
             }
-            let fetched = unseen.isEmpty ? [] : try await store.versions(unseen)
+            let fetched = unseen.isEmpty ? [] : try await store.versions(unseen, reader: &reader)
             for parent in fetched where queued.insert(parent.id).inserted {
                 let index = queue.firstIndex { Store.newestFirst(parent, $0) } ?? queue.count
                 queue.insert(parent, at: index)

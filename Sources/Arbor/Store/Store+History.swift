@@ -9,12 +9,13 @@ extension Store {
         var pending = start.sorted(by: Store.newestFirst)
         var seen = Set(start.map(\.id))
         var result = [Version]()
+        var reader = HistoryReader(backend)
         while !pending.isEmpty, result.count < limit {
             let next = pending.removeFirst()
             result.append(next)
             let unseen = next.parents.filter { seen.insert($0).inserted }
             if !unseen.isEmpty {
-                for parent in try await versions(unseen) {
+                for parent in try await versions(unseen, reader: &reader) {
                     let index = pending.firstIndex { Store.newestFirst(parent, $0) } ?? pending.count
                     pending.insert(parent, at: index)
                 }

@@ -76,11 +76,7 @@ public final class Store: Sendable {
     /// The versions `ids`, in order, fetched in one batch.
     public func versions(_ ids: [Hash]) async throws -> [Version] {
         let objects = try await ObjectFetch.verified(ids, from: backend)
-        return try ids.map { id in
-            do { return Version(id: id, content: try Version.Content.decode(objects[id]!)) } catch let error as ArborError {
-                throw ArborError(.corruptObject, "version \(id) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
-            }
-        }
+        return try ids.map { try decodeVersion($0, objects[$0] ?? []) }
     }
 
     /// The current head set: the ref's value and the heads it names.

@@ -1,0 +1,134 @@
+@testable import Arbor
+import Synchronization
+import Testing
+
+/// History walks over a network: a walk learns each generation from the one before, so without
+/// help it costs a request per version. Backends that follow parents themselves answer many
+/// generations at once (``Backend/ancestry(of:limit:)``), and exchange asks the target about
+/// many versions at once.
+@Suite struct HistoryWalkTests {
+    /// A store whose history is one line of `count` versions, and the versions in order.
+    func line(of count: Int, on backend: any Backend, replica: String = "a") async throws -> (Store, [Version]) {
+        let store = Store(backend: backend, configuration: .init(replica: replica, clock: TickClock().read))
+        var versions = [Version]()
+        for index in 0..<count {
+            var changes = ChangeSet()
+            try changes.save(item("i\(index % 7)", ["v": .int(Int64(index))]))
+            versions.append(try await store.commit(changes, message: "v\(index)"))
+        }
+        return (store, versions)
+    }
+
+    @Test(arguments: [AdapterKind.memory] + (PostgresTestServer.isEnabled ? [AdapterKind.postgres] : []))
+    func ancestryFollowsParentsInOneRequest(_ kind: AdapterKind) async throws {
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let (store, versions) = try await line(of: 40, on: backend)
+        let head = versions.last!.id
+        let all = try await backend.ancestry(of: [head], limit: 1_000)
+        #expect(Set(all.keys) == Set(versions.map(\.id)))
+        let stored = try await backend.get(versions.map(\.id))
+        #expect(all == stored)
+        // Cut short: the nearest generations.
+        let ten = try await backend.ancestry(of: [head], limit: 10)
+        #expect(Set(ten.keys) == Set(versions.suffix(10).map(\.id)))
+        // From two places at once, each walk stopping where they meet.
+        let both = try await backend.ancestry(of: [versions[5].id, versions[20].id], limit: 1_000)
+        #expect(Set(both.keys) == Set(versions.prefix(21).map(\.id)))
+        try await store.close()
+    }
+
+    @Test(arguments: [true, false])
+    func exchangeOfALongHistoryTakesFewRounds(_ followsParents: Bool) async throws {
+        let counting = HistoryCountingBackend(MemoryBackend(), followsParents: followsParents)
+        let (source, versions) = try await line(of: 10, on: counting)
+        let target = Store(backend: MemoryBackend())
+        try await source.exchange(to: target)
+        for index in 10..<310 {
+            var changes = ChangeSet()
+            try changes.save(item("i\(index % 7)", ["v": .int(Int64(index))]))
+            try await source.commit(changes)
+        }
+        // Finding what the target lacks: 300 versions behind, the target is asked after 1, 2,
+        // 4, … versions walked, so about log2(300) rounds; before, one per version.
+        counting.reset()
+        let transfer = Transfer(from: counting, to: target.backend, progress: nil)
+        let heads = try await Transfer.headState(of: counting).heads
+        let (missing, boundary) = try await transfer.missingVersions(from: heads)
+        #expect(missing.count == 300)
+        #expect(boundary == [versions.last!.id])
+        #expect(transfer.rounds <= 11, "\(transfer.rounds) rounds")
+        let requests = counting.historyRequests
+        if followsParents {
+            #expect(requests <= 12, "\(requests) history requests")
+        } else {
+            #expect(requests >= 300, "\(requests) history requests")
+        }
+        let report = try await source.exchange(to: target)
+        #expect(report.versions == 300)
+        #expect(try await target.heads().map(\.id) == source.heads().map(\.id))
+        #expect(try await target.log().count == 310)
+    }
+
+    @Test func aCorruptVersionTheTargetHoldsDoesNotStopAnExchange() async throws {
+        // The walk runs ahead of the target's answers, into versions the target holds; one of
+        // those the source cannot read is not an error, since nothing needs it.
+        let inner = MemoryBackend()
+        let (_, versions) = try await line(of: 30, on: inner)
+        let target = Store(backend: MemoryBackend())
+        try await Store(backend: inner).exchange(to: target)
+        let source = Store(backend: CorruptingBackend(inner, corrupting: versions[2].id), configuration: .init(replica: "a"))
+        for index in 30..<90 {
+            var changes = ChangeSet()
+            try changes.save(item("i\(index % 7)", ["v": .int(Int64(index))]))
+            try await source.commit(changes)
+        }
+        let report = try await source.exchange(to: target)
+        #expect(report.versions == 60)
+        #expect(try await target.heads().map(\.id) == source.heads().map(\.id))
+
+        // A version the target lacks and the source cannot read is named.
+        let fresh = Store(backend: MemoryBackend())
+        await #expect { try await source.exchange(to: fresh) } throws: { error in
+            (error as? ArborError)?.code == .corruptObject && "\(error)".contains(versions[2].id.description)
+        }
+    }
+
+    @Test func mergeBaseAndLogReadManyGenerationsPerRequest() async throws {
+        let counting = HistoryCountingBackend(MemoryBackend(), followsParents: true)
+        let (store, versions) = try await line(of: 200, on: counting)
+        var changes = ChangeSet()
+        try changes.save(item("side", ["v": .int(1)]))
+        try await store.commit(changes, parents: [versions[10].id])
+        counting.reset()
+        #expect(try await store.log().count == 201)
+        #expect(counting.historyRequests <= 16, "\(counting.historyRequests) requests for a log of 201 versions")
+        counting.reset()
+        let outcome = try #require(try await store.mergeHeads())
+        #expect(outcome.version != nil)
+        #expect(counting.historyRequests <= 24, "\(counting.historyRequests) requests for a merge 190 versions past the fork")
+    }
+}
+
+/// Counts requests that read versions (`get` and `ancestry`); forwards `ancestry` to the inner
+/// backend, or, with `followsParents` false, answers it through `get` like most engines.
+final class HistoryCountingBackend: ForwardingBackend {
+    let inner: any Backend
+    let followsParents: Bool
+    private let requests = Atomic(0)
+    init(_ inner: any Backend, followsParents: Bool) {
+        self.inner = inner
+        self.followsParents = followsParents
+    }
+    var historyRequests: Int { requests.load(ordering: .relaxed) }
+    func reset() { requests.store(0, ordering: .relaxed) }
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        requests.add(1, ordering: .relaxed)
+        return try await inner.get(hashes)
+    }
+    func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
+        guard followsParents else { return try await get(hashes) }
+        requests.add(1, ordering: .relaxed)
+        return try await inner.ancestry(of: hashes, limit: limit)
+    }
+}
