@@ -19,8 +19,11 @@ final class Transfer {
     private(set) var rounds = 0
     var versionsDone = 0
     var versionsTotal = 0
+    /// Records of the index walks in progress, and how many of them are copied or found present:
+    /// the fraction of the `versionsInStep` versions being copied that is done.
     private var recordsCovered: UInt64 = 0
-    private var recordsInVersion: UInt64 = 0
+    private var recordsInStep: UInt64 = 0
+    private var versionsInStep = 0
 
     /// At most this many hashes go into one request.
     static let requestSize = 1_000
@@ -180,20 +183,29 @@ final class Transfer {
                 if let base = baseVersion(version.links).flatMap({ roots[$0] }) { nodes.insert(base) }
             }
             let prefetched = try await fetch(Array(nodes))
+            // The indexes of the whole chunk are walked together, a level at a time: a request
+            // per level for all of them, not per level of each (see `copyWalks`).
+            var walks = [Walk]()
             var rootsCopied = Set<Hash>()
+            recordsCovered = 0
+            recordsInStep = 0
+            versionsInStep = versions.count
             for version in versions {
                 let root = version.links.root ?? Store.emptyRoot.hash
-                let base = baseVersion(version.links).flatMap { roots[$0] }
                 // Versions of one chunk often share a root (a merge that changed nothing else).
-                if !rootsPresent.contains(root) && rootsCopied.insert(root).inserted {
-                    try await copyTree(root: root, records: version.records, base: base, prefetched: prefetched)
-                }
+                guard !rootsPresent.contains(root), rootsCopied.insert(root).inserted else { continue }
+                let base = baseVersion(version.links).flatMap { roots[$0] }
+                if let walk = try await startWalk(root: root, base: base, prefetched: prefetched) { walks.append(walk) }
+                recordsInStep = recordsInStep.addingSaturated(version.records)
+            }
+            try await copyWalks(walks)
+            for version in versions {
                 try await writer.add(version.id, version.bytes)
                 copied.insert(version.id)
-                versionsDone += 1
-                recordsCovered = 0
-                reportProgress(force: false)
             }
+            versionsDone += versions.count
+            versionsInStep = 0
+            reportProgress(force: false)
             if roots.count > 10_000 { roots = roots.filter { copied.contains($0.key) && inChunk.contains($0.key) } }
         }
     }
@@ -213,15 +225,32 @@ final class Transfer {
     /// child that the base's replaced nodes also have is in the target already, so only the
     /// nodes of the change are asked about — O(k log n) for k changed records — rather than
     /// every sibling of every changed node.
-    func copyTree(root: Hash, records: UInt64, base: Hash? = nil, prefetched: [Hash: [UInt8]] = [:]) async throws {
-        recordsInVersion = max(records, 1)
+    func copyTree(root: Hash, records: UInt64, base: Hash? = nil) async throws {
+        recordsInStep = max(records, 1)
         recordsCovered = 0
-        guard !writer.isQueued(root) else { return }
+        versionsInStep = 1
+        defer { versionsInStep = 0 }
+        if let walk = try await startWalk(root: root, base: base, prefetched: [:]) { try await copyWalks([walk]) }
+    }
+
+    /// Sibling nodes of one index at one level that the target lacks, and the nodes of the
+    /// same level of an index the target holds (or that is copied before them) that they are
+    /// walked against: what those name needs no asking.
+    struct Walk {
+        var group: [Fetched]
+        var old: [Fetched]
+        var level: Int { group[0].links.kind == .leaf ? 0 : group[0].links.level }
+    }
+
+    /// The walk that copies the index below `root` against the index below `base`, or `nil` when
+    /// the target holds `root` or it is on its way.
+    private func startWalk(root: Hash, base: Hash?, prefetched: [Hash: [UInt8]]) async throws -> Walk? {
+        guard !writer.isQueued(root) else { return nil }
         if prefetched[root] == nil {
-            guard try await targetHas([root]).isEmpty else { return }
+            guard try await targetHas([root]).isEmpty else { return nil }
         }
         let wanted = (base.map { [root, $0] } ?? [root]).filter { prefetched[$0] == nil }
-        let fetched = try await fetch(wanted).merging(prefetched) { fetched, _ in fetched }
+        let fetched = wanted.isEmpty ? prefetched : try await fetch(wanted).merging(prefetched) { fetched, _ in fetched }
         let links = try links(of: root, fetched[root] ?? [], expecting: nil)
         guard links.kind == .leaf || links.kind == .branch else {
             throw ArborError(.corruptObject, "object \(root) is a \(links.kind.name), not an index root", backend: source.engineName, operation: "exchange")
@@ -232,37 +261,44 @@ final class Transfer {
             // Only a base of the same height lines up level by level.
             if baseLinks.kind == links.kind && baseLinks.level == links.level { old = [(base, [], baseLinks)] }
         }
-        try await copyGroup([(root, fetched[root] ?? [], links)], against: old)
+        return Walk(group: [(root, fetched[root] ?? [], links)], old: old)
     }
 
-    /// Copies sibling nodes of one level that the target lacks: first, level by level, what
-    /// they name that the target lacks, then the nodes themselves. `old` are nodes of the same
-    /// level of an index the target holds: what they name needs no asking.
+    /// Copies what the walks' nodes name that the target lacks, level by level, then the nodes
+    /// themselves: children before their parents, always.
     ///
-    /// Walking a group of siblings at a time, rather than one node, asks the target and the
-    /// source once per group instead of once per node: a few requests per thousand nodes.
-    private func copyGroup(_ group: [Fetched], against old: [Fetched]) async throws {
-        let level = group[0].links.kind == .leaf ? 0 : group[0].links.level
-        if level == 0 {
-            let known = Set(old.flatMap(\.links.blobs))
-            let blobs = group.flatMap(\.links.blobs).filter { !known.contains($0) }
-            if !blobs.isEmpty {
-                let have = try await targetHas(blobs)
-                var seen = Set<Hash>()
-                let wanted = blobs.filter { !have.contains($0) && seen.insert($0).inserted }
-                let fetched = try await fetch(wanted)
-                for blob in wanted {
-                    let bytes = fetched[blob] ?? []
-                    _ = try links(of: blob, bytes, expecting: .blob)
-                    try await writer.add(blob, bytes)
-                }
+    /// Several walks (the indexes of a chunk of versions) go together: each level costs one
+    /// request to the target and one to the source for all of them, in groups of up to
+    /// ``groupSize`` nodes. Groups keep the walks' order, so a walk against an index copied
+    /// in the same step finds that index's nodes written before it names them.
+    private func copyWalks(_ walks: [Walk]) async throws {
+        guard !walks.isEmpty else { return }
+        let known = walks.map { walk in
+            Set(walk.level == 0 ? walk.old.flatMap(\.links.blobs) : walk.old.flatMap { $0.links.children.map(\.hash) })
+        }
+        var asks = Set<Hash>()
+        for (walk, known) in zip(walks, known) {
+            if walk.level == 0 {
+                asks.formUnion(walk.group.flatMap(\.links.blobs).filter { !known.contains($0) })
+            } else {
+                asks.formUnion(walk.group.flatMap { $0.links.children.map(\.hash) }.filter { !known.contains($0) })
             }
-            recordsCovered = group.reduce(recordsCovered) { $0.addingSaturated($1.links.recordCount) }
-        } else {
-            let known = Set(old.flatMap { $0.links.children.map(\.hash) })
-            let children = group.flatMap(\.links.children)
-            let have = try await targetHas(children.map(\.hash).filter { !known.contains($0) })
-            var seen = Set<Hash>()
+        }
+        let have = try await targetHas(Array(asks))
+        var seen = Set<Hash>()
+        var blobs = [Hash]()
+        // Each walk's children to copy, in pieces of at most `groupSize`, each with the base's
+        // nodes it replaces.
+        var pieces = [(level: Int, wanted: [Hash], old: [Hash])]()
+        for (walk, known) in zip(walks, known) {
+            if walk.level == 0 {
+                for blob in walk.group.flatMap(\.links.blobs) where !known.contains(blob) && !have.contains(blob) && seen.insert(blob).inserted {
+                    blobs.append(blob)
+                }
+                recordsCovered = walk.group.reduce(recordsCovered) { $0.addingSaturated($1.links.recordCount) }
+                continue
+            }
+            let children = walk.group.flatMap(\.links.children)
             var wanted = [Hash]()
             for child in children {
                 if known.contains(child.hash) || have.contains(child.hash) {
@@ -271,38 +307,65 @@ final class Transfer {
                     wanted.append(child.hash)
                 }
             }
-            // The base's nodes these replace, to walk the next level against.
-            let current = Set(children.map(\.hash))
-            let replaced = old.flatMap { $0.links.children.map(\.hash) }.filter { !current.contains($0) }
+            // The base's nodes these replace, to walk the next level against. Old leaves would
+            // only tell which blobs need no asking: not worth reading them.
+            var replaced = [Hash]()
+            if walk.level > 1 {
+                let current = Set(children.map(\.hash))
+                replaced = walk.old.flatMap { $0.links.children.map(\.hash) }.filter { !current.contains($0) }
+            }
             var start = 0
             while start < wanted.count {
                 let end = min(start + Transfer.groupSize, wanted.count)
-                let chunk = Array(wanted[start..<end])
-                // The replaced nodes in proportion to this chunk (with a node to spare on each
+                // The replaced nodes in proportion to this piece (with a node to spare on each
                 // side): a misalignment only costs questions, never a skipped node.
-                var oldChunk = [Hash]()
-                // Old leaves would only tell which blobs need no asking: not worth reading them.
-                if !replaced.isEmpty && level > 1 {
+                var old = [Hash]()
+                if !replaced.isEmpty {
                     let from = max(0, start * replaced.count / wanted.count - 1)
                     let to = min(replaced.count, end * replaced.count / wanted.count + 1)
-                    oldChunk = Array(replaced[from..<to])
+                    old = Array(replaced[from..<to])
                 }
-                let fetched = try await fetch(chunk + oldChunk)
-                func fetchedGroup(_ hashes: [Hash]) throws -> [Fetched] {
-                    try hashes.map { hash -> Fetched in
-                        let bytes = fetched[hash] ?? []
-                        let childLinks = try links(of: hash, bytes, expecting: level == 1 ? .leaf : .branch)
-                        if childLinks.kind == .branch && childLinks.level != level - 1 {
-                            throw ArborError(.corruptObject, "index node \(hash) is at level \(childLinks.level) below a node at level \(level)", backend: source.engineName, operation: "exchange")
-                        }
-                        return (hash, bytes, childLinks)
-                    }
-                }
-                try await copyGroup(try fetchedGroup(chunk), against: try fetchedGroup(oldChunk))
+                pieces.append((walk.level, Array(wanted[start..<end]), old))
                 start = end
             }
         }
-        for node in group { try await writer.add(node.hash, node.bytes) }
+        if !blobs.isEmpty {
+            let fetched = try await fetch(blobs)
+            for blob in blobs {
+                let bytes = fetched[blob] ?? []
+                _ = try links(of: blob, bytes, expecting: .blob)
+                try await writer.add(blob, bytes)
+            }
+        }
+        // Consecutive pieces, up to `groupSize` nodes, make one group: one fetch, one walk below.
+        var next = 0
+        while next < pieces.count {
+            var end = next + 1
+            var size = pieces[next].wanted.count
+            while end < pieces.count && size + pieces[end].wanted.count <= Transfer.groupSize {
+                size += pieces[end].wanted.count
+                end += 1
+            }
+            let group = pieces[next..<end]
+            let fetched = try await fetch(group.flatMap { $0.wanted + $0.old })
+            func fetchedNodes(_ hashes: [Hash], below level: Int) throws -> [Fetched] {
+                try hashes.map { hash -> Fetched in
+                    let bytes = fetched[hash] ?? []
+                    let childLinks = try links(of: hash, bytes, expecting: level == 1 ? .leaf : .branch)
+                    if childLinks.kind == .branch && childLinks.level != level - 1 {
+                        throw ArborError(.corruptObject, "index node \(hash) is at level \(childLinks.level) below a node at level \(level)", backend: source.engineName, operation: "exchange")
+                    }
+                    return (hash, bytes, childLinks)
+                }
+            }
+            try await copyWalks(try group.map { piece in
+                Walk(group: try fetchedNodes(piece.wanted, below: piece.level), old: try fetchedNodes(piece.old, below: piece.level))
+            })
+            next = end
+        }
+        for walk in walks {
+            for node in walk.group { try await writer.add(node.hash, node.bytes) }
+        }
         reportProgress(force: false)
     }
 
@@ -318,8 +381,8 @@ final class Transfer {
         let now = ContinuousClock.now
         guard force || now - lastReport >= .milliseconds(100) else { return }
         lastReport = now
-        let partial = versionsTotal == 0 ? 0 : Double(recordsCovered) / Double(max(recordsInVersion, 1))
-        let fraction = versionsTotal == 0 ? 1 : min(1, (Double(versionsDone) + min(partial, 1)) / Double(versionsTotal))
+        let partial = Double(recordsCovered) / Double(max(recordsInStep, 1))
+        let fraction = versionsTotal == 0 ? 1 : min(1, (Double(versionsDone) + min(partial, 1) * Double(versionsInStep)) / Double(versionsTotal))
         progressHandler(TransferProgress(
             versionsDone: versionsDone, versionsTotal: versionsTotal, objects: writer.objectsWritten,
             bytes: writer.bytesWritten, seconds: seconds, fractionDone: fraction))
