@@ -4,13 +4,15 @@
 /// generation. Through ``Backend/ancestry(of:limit:)`` the reader asks for the commits together
 /// with their ancestors, and serves the next generations from what came back: on a backend
 /// that follows parents itself (PostgreSQL), a walk of `v` versions costs O(log v) requests
-/// instead of `v`. The amount asked for doubles with each request, so a short walk (the usual
-/// incremental sync) stays cheap.
+/// instead of `v`. Each request asks for twice as many ancestors as the walk used since the
+/// last one (at least ``firstExtra``), so a short walk (the usual incremental sync) or one that
+/// stops early (a time bound, a merge base) fetches little it does not use.
 struct HistoryReader {
     let backend: any Backend
     /// Objects that came back ahead of the walk, not yet checked against their hashes.
     private var ahead = [Hash: [UInt8]]()
-    private var extra = HistoryReader.firstExtra
+    /// Objects served from `ahead` since the last request.
+    private var used = 0
 
     static let firstExtra = 8
     static let maximumExtra = 4_096
@@ -25,28 +27,7 @@ struct HistoryReader {
     ///
     /// - Complexity: at most one request.
     mutating func objects(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
-        var wanted = [Hash]()
-        for hash in hashes where result[hash] == nil {
-            if let bytes = ahead.removeValue(forKey: hash) {
-                try check(hash, bytes)
-                result[hash] = bytes
-            } else if !wanted.contains(hash) {
-                wanted.append(hash)
-            }
-        }
-        if wanted.isEmpty { return result }
-        var fetched = try await backend.ancestry(of: wanted, limit: wanted.count + extra)
-        extra = min(extra * 2, Self.maximumExtra)
-        for hash in wanted {
-            guard let bytes = fetched.removeValue(forKey: hash) else {
-                throw ArborError(.missingObject, "object \(hash) is missing", backend: backend.engineName, operation: "get")
-            }
-            try check(hash, bytes)
-            result[hash] = bytes
-        }
-        ahead.merge(fetched) { kept, _ in kept }
-        return result
+        try await read(hashes, strict: true)
     }
 
     /// The objects among `hashes` that the backend holds intact; the others are left out.
@@ -54,29 +35,45 @@ struct HistoryReader {
     ///
     /// - Complexity: at most one request.
     mutating func intactObjects(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try await read(hashes, strict: false)
+    }
+
+    private mutating func read(_ hashes: [Hash], strict: Bool) async throws -> [Hash: [UInt8]] {
         var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
         var wanted = [Hash]()
-        for hash in hashes {
+        var asked = Set<Hash>()
+        for hash in hashes where result[hash] == nil {
             if let bytes = ahead.removeValue(forKey: hash) {
-                if Hash.of(bytes) == hash { result[hash] = bytes }
-            } else if result[hash] == nil {
+                used += 1
+                if try intact(hash, bytes, strict: strict) { result[hash] = bytes }
+            } else if asked.insert(hash).inserted {
                 wanted.append(hash)
             }
         }
         if wanted.isEmpty { return result }
-        var fetched = try await backend.ancestry(of: wanted, limit: wanted.count + extra)
-        extra = min(extra * 2, Self.maximumExtra)
+        var fetched = try await backend.ancestry(of: wanted, limit: wanted.count + nextExtra())
         for hash in wanted {
-            if let bytes = fetched.removeValue(forKey: hash), Hash.of(bytes) == hash { result[hash] = bytes }
+            guard let bytes = fetched.removeValue(forKey: hash) else {
+                if strict { throw ArborError(.missingObject, "object \(hash) is missing", backend: backend.engineName, operation: "get") }
+                continue
+            }
+            if try intact(hash, bytes, strict: strict) { result[hash] = bytes }
         }
         ahead.merge(fetched) { kept, _ in kept }
         return result
     }
 
-    private func check(_ hash: Hash, _ bytes: [UInt8]) throws {
-        guard Hash.of(bytes) == hash else {
-            throw ArborError(.corruptObject, "object \(hash) does not match its hash", backend: backend.engineName, operation: "get")
-        }
+    /// How many ancestors to ask for beyond the objects wanted now.
+    private mutating func nextExtra() -> Int {
+        defer { used = 0 }
+        return min(max(2 * used, Self.firstExtra), Self.maximumExtra)
+    }
+
+    /// Whether `bytes` match `hash`; when they do not, `false`, or with `strict` an error.
+    private func intact(_ hash: Hash, _ bytes: [UInt8], strict: Bool) throws -> Bool {
+        if Hash.of(bytes) == hash { return true }
+        guard strict else { return false }
+        throw ArborError(.corruptObject, "object \(hash) does not match its hash", backend: backend.engineName, operation: "get")
     }
 }
 
