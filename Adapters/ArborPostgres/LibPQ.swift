@@ -242,6 +242,9 @@ final class PGConnection {
             let message = target.scrub(Self.trimmed(String(cString: PQerrorMessage(handle))))
             throw Self.connectError(message, target: target, operation: operation)
         }
+        // Arbor's statements are short lookups; JIT compilation (PostgreSQL 11+) would cost them
+        // more than it saves. Best effort: a server without the setting keeps its default.
+        if let result = PQexec(handle, "SET jit = off") { PQclear(result) }
     }
 
     deinit { PQfinish(handle) }

@@ -288,6 +288,11 @@ enum Statements {
     /// `a1 03`, its root (32 bytes), a parent count below 128 (one varint byte) at offset 34,
     /// and the parents from offset 35. The `CASE` keeps `get_byte` off objects too short or of
     /// another kind; `UNION` drops versions reached twice; `LIMIT` ends the recursion early.
+    ///
+    /// Written so that the planner looks each parent up by the primary key (`LIMIT 1` keeps the
+    /// lookup a subquery): as a plain join it hashes the whole objects table instead. The
+    /// planner expects a thousand parents per version, a cost that would make it JIT-compile
+    /// the query (150 ms for a walk that takes one), so connections turn JIT off.
     static let ancestry = PreparedStatement(
         name: "arbor_ancestry",
         sql: """
@@ -298,7 +303,8 @@ enum Statements {
                 CROSS JOIN LATERAL generate_series(0, CASE
                     WHEN octet_length(w.bytes) >= 35 AND substring(w.bytes FROM 1 FOR 2) = '\\xa103'::bytea
                     THEN least(get_byte(w.bytes, 34), (octet_length(w.bytes) - 35) / 32) - 1 ELSE -1 END) AS parent(i)
-                JOIN arbor_objects o ON o.hash = substring(w.bytes FROM 36 + 32 * parent.i FOR 32)
+                CROSS JOIN LATERAL (
+                    SELECT hash, bytes FROM arbor_objects WHERE hash = substring(w.bytes FROM 36 + 32 * parent.i FOR 32) LIMIT 1) AS o
             )
             SELECT hash, bytes FROM walk LIMIT $2
             """,

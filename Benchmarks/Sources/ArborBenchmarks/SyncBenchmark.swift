@@ -56,6 +56,7 @@ struct SyncBenchmark {
         let versions = try await hub.log().count
         let heads = try await hub.heads().count
         try await hub.close()
+        try await catchUp(hubURL)
         func quantile(_ values: [Double], _ q: Double) -> Double { values.isEmpty ? 0 : values[min(values.count - 1, Int(Double(values.count) * q))] }
         // Where the slowest tenth of the syncs spent their time.
         let slow = syncs.suffix(max(1, syncs.count / 10))
@@ -65,6 +66,58 @@ struct SyncBenchmark {
         print(String(format: "sync: %d clients for %.0f s with a %@ hub: %d syncs (%.1f per second), median %.3f s, p90 %.3f s; then alone: median %.3f s, p90 %.3f s; %d versions on the hub, %d head(s)",
                      clients, seconds, hubLabel, latencies.count, Double(latencies.count) / seconds, quantile(latencies, 0.5), quantile(latencies, 0.9),
                      quantile(alone, 0.5), quantile(alone, 0.9), versions, heads))
+    }
+
+    /// Replicas that join late, across a network of 1 ms round trips: after a writer pushed
+    /// `linearVersions` versions in one line on top of the contention's history, each pulls the
+    /// hub's whole history, commits 100 versions of its own and pushes them. With history reads
+    /// of a generation per request (as before ``Backend/ancestry(of:limit:)``) and of many, in
+    /// turn, three pulls each on the same hub; then one push each.
+    func catchUp(_ hubURL: String, linearVersions: Int = 300) async throws {
+        let latency = Duration.milliseconds(1)
+        func openHub(followsParents: Bool) throws -> (Store, RemoteBackend) {
+            let backend = RemoteBackend(try openBackend(try StoreLocation(parsing: hubURL), create: false), followsParents: followsParents, latency: latency)
+            return (Store(backend: backend, configuration: .init(replica: "hub")), backend)
+        }
+        let (writerHub, _) = try openHub(followsParents: true)
+        let writer = Store(backend: MemoryBackend(), configuration: .init(replica: "writer"))
+        try await writerHub.exchange(to: writer)
+        for index in 0..<linearVersions {
+            var changes = ChangeSet()
+            try changes.save(Record(type: "Shared", id: "writer", properties: ["counter": .int(Int64(index))]))
+            try await writer.commit(changes)
+        }
+        try await writer.exchange(to: writerHub)
+        let versions = try await writerHub.log().count
+        try await writerHub.close()
+
+        var pulls = [false: [(seconds: Double, reads: Int, rounds: Int)](), true: []]
+        var late = [Bool: Store]()
+        for _ in 0..<3 {
+            for followsParents in [false, true] {
+                let (hub, backend) = try openHub(followsParents: followsParents)
+                let replica = Store(backend: MemoryBackend(), configuration: .init(replica: "late-\(followsParents)"))
+                let pull = try await hub.exchange(to: replica)
+                pulls[followsParents]!.append((pull.seconds, backend.reads, pull.rounds))
+                late[followsParents] = replica
+                try await hub.close()
+            }
+        }
+        for followsParents in [false, true] {
+            let (hub, backend) = try openHub(followsParents: followsParents)
+            let replica = late[followsParents]!
+            for index in 0..<100 {
+                var changes = ChangeSet()
+                try changes.save(Record(type: "Shared", id: "late-\(followsParents)", properties: ["counter": .int(Int64(index))]))
+                try await replica.commit(changes)
+            }
+            let push = try await replica.exchange(to: hub)
+            try await hub.close()
+            let runs = pulls[followsParents]!.sorted { $0.seconds < $1.seconds }
+            print(String(format: "sync: a late replica over 1 ms round trips, history read %@: pulls %d versions (the last %d in one line) in %.3f s (median of 3; %d reads of the hub's objects, %d rounds), pushes 100 in %.3f s (%d rounds, %d reads)",
+                         followsParents ? "many generations per request" : "a generation per request",
+                         versions, linearVersions, runs[1].seconds, runs[1].reads, runs[1].rounds, push.seconds, push.rounds, backend.reads))
+        }
     }
 
     static func open(_ url: String, create: Bool, replica: String) throws -> Store {
