@@ -114,6 +114,11 @@ import Testing
         #expect(try await store.log().count == 201)
         #expect(counting.historyRequests <= 16, "\(counting.historyRequests) requests for a log of 201 versions")
         counting.reset()
+        // Verify reads the history the same way (each version's index is read apart).
+        let verified = try await store.verify()
+        #expect(verified.damage.isEmpty && verified.versions == 201)
+        #expect(counting.ancestryRequests <= 16, "\(counting.ancestryRequests) history requests for verify")
+        counting.reset()
         let outcome = try #require(try await store.mergeHeads())
         #expect(outcome.version != nil)
         #expect(counting.historyRequests <= 24, "\(counting.historyRequests) requests for a merge 190 versions past the fork")
@@ -126,12 +131,18 @@ final class HistoryCountingBackend: ForwardingBackend {
     let inner: any Backend
     let followsParents: Bool
     private let requests = Atomic(0)
+    private let ancestryCalls = Atomic(0)
     init(_ inner: any Backend, followsParents: Bool) {
         self.inner = inner
         self.followsParents = followsParents
     }
     var historyRequests: Int { requests.load(ordering: .relaxed) }
-    func reset() { requests.store(0, ordering: .relaxed) }
+    /// Requests that asked for ancestors.
+    var ancestryRequests: Int { ancestryCalls.load(ordering: .relaxed) }
+    func reset() {
+        requests.store(0, ordering: .relaxed)
+        ancestryCalls.store(0, ordering: .relaxed)
+    }
     func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         requests.add(1, ordering: .relaxed)
         return try await inner.get(hashes)
@@ -139,6 +150,7 @@ final class HistoryCountingBackend: ForwardingBackend {
     func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
         guard followsParents else { return try await get(hashes) }
         requests.add(1, ordering: .relaxed)
+        ancestryCalls.add(1, ordering: .relaxed)
         return try await inner.ancestry(of: hashes, limit: limit)
     }
 }

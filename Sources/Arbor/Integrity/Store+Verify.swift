@@ -63,10 +63,12 @@ struct IntegrityWalk {
     /// The record count of each version root checked.
     private var rootCounts = [Hash: UInt64]()
     private let started = ContinuousClock.now
+    private var historyReader: HistoryReader
 
     init(backend: any Backend, progress: TransferProgressHandler?) {
         self.backend = backend
         self.progress = progress
+        historyReader = HistoryReader(backend)
     }
 
     var seconds: Double { started.secondsUntilNow }
@@ -85,12 +87,14 @@ struct IntegrityWalk {
     }
 
     /// Fetches `hashes` not reached before; returns the intact ones, recording the damaged.
-    mutating func fetch(_ hashes: [Hash], namedBy parent: String) async throws -> [Hash: [UInt8]] {
+    /// With `versions`, they are read through ``historyReader``: many generations per request
+    /// where the backend can.
+    mutating func fetch(_ hashes: [Hash], namedBy parent: String, versions: Bool = false) async throws -> [Hash: [UInt8]] {
         var fresh = [Hash]()
         for hash in hashes where reached.insert(hash).inserted { fresh.append(hash) }
         var intact = [Hash: [UInt8]](minimumCapacity: fresh.count)
         for chunk in fresh.chunks(of: Transfer.requestSize) {
-            let objects = try await backend.get(chunk)
+            let objects = versions ? try await historyReader.uncheckedObjects(chunk) : try await backend.get(chunk)
             for hash in chunk {
                 report.reachableObjects += 1
                 guard let bytes = objects[hash] else {
@@ -135,7 +139,7 @@ struct IntegrityWalk {
         var roots = [(version: Hash, root: Hash, records: UInt64)]()
         var seenVersions = Set(heads)
         while !frontier.isEmpty {
-            let objects = try await fetch(frontier.filter { !reached.contains($0) }, namedBy: "the history")
+            let objects = try await fetch(frontier.filter { !reached.contains($0) }, namedBy: "the history", versions: true)
                 .merging(preloaded) { fetched, _ in fetched }
             var next = [Hash]()
             for hash in frontier {

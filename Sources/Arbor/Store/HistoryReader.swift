@@ -27,7 +27,7 @@ struct HistoryReader {
     ///
     /// - Complexity: at most one request.
     mutating func objects(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        try await read(hashes, strict: true)
+        try await read(hashes, checking: .throwing)
     }
 
     /// The objects among `hashes` that the backend holds intact; the others are left out.
@@ -35,17 +35,28 @@ struct HistoryReader {
     ///
     /// - Complexity: at most one request.
     mutating func intactObjects(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        try await read(hashes, strict: false)
+        try await read(hashes, checking: .dropping)
     }
 
-    private mutating func read(_ hashes: [Hash], strict: Bool) async throws -> [Hash: [UInt8]] {
+    /// The objects among `hashes` that the backend holds, as it returned them: for a caller
+    /// that checks them itself and reports what it finds (`verify`).
+    ///
+    /// - Complexity: at most one request.
+    mutating func uncheckedObjects(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try await read(hashes, checking: .none)
+    }
+
+    /// What happens to an object whose bytes do not match its hash, or that is missing.
+    private enum Checking { case throwing, dropping, none }
+
+    private mutating func read(_ hashes: [Hash], checking: Checking) async throws -> [Hash: [UInt8]] {
         var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
         var wanted = [Hash]()
         var asked = Set<Hash>()
         for hash in hashes where result[hash] == nil {
             if let bytes = ahead.removeValue(forKey: hash) {
                 used += 1
-                if try intact(hash, bytes, strict: strict) { result[hash] = bytes }
+                if try intact(hash, bytes, checking) { result[hash] = bytes }
             } else if asked.insert(hash).inserted {
                 wanted.append(hash)
             }
@@ -54,10 +65,10 @@ struct HistoryReader {
         var fetched = try await backend.ancestry(of: wanted, limit: wanted.count + nextExtra())
         for hash in wanted {
             guard let bytes = fetched.removeValue(forKey: hash) else {
-                if strict { throw ArborError(.missingObject, "object \(hash) is missing", backend: backend.engineName, operation: "get") }
+                if checking == .throwing { throw ArborError(.missingObject, "object \(hash) is missing", backend: backend.engineName, operation: "get") }
                 continue
             }
-            if try intact(hash, bytes, strict: strict) { result[hash] = bytes }
+            if try intact(hash, bytes, checking) { result[hash] = bytes }
         }
         ahead.merge(fetched) { kept, _ in kept }
         return result
@@ -69,10 +80,11 @@ struct HistoryReader {
         return min(max(2 * used, Self.firstExtra), Self.maximumExtra)
     }
 
-    /// Whether `bytes` match `hash`; when they do not, `false`, or with `strict` an error.
-    private func intact(_ hash: Hash, _ bytes: [UInt8], strict: Bool) throws -> Bool {
-        if Hash.of(bytes) == hash { return true }
-        guard strict else { return false }
+    /// Whether to keep `bytes` as the object `hash`: when they do not match, `false`, or an
+    /// error; unchecked, always.
+    private func intact(_ hash: Hash, _ bytes: [UInt8], _ checking: Checking) throws -> Bool {
+        if checking == .none || Hash.of(bytes) == hash { return true }
+        guard checking == .throwing else { return false }
         throw ArborError(.corruptObject, "object \(hash) does not match its hash", backend: backend.engineName, operation: "get")
     }
 }
