@@ -123,6 +123,34 @@ import Testing
         #expect(outcome.version != nil)
         #expect(counting.historyRequests <= 24, "\(counting.historyRequests) requests for a merge 190 versions past the fork")
     }
+
+    @Test func crissCrossLadderMergesInLinearWork() async throws {
+        // Three replicas that, round after round, each merge all three of the round before:
+        // every merge has three best common ancestors, whose virtual ancestor needs the
+        // virtual ancestor of the round before, twice. Merged once per set of candidates, the
+        // work grows with the rounds; merged once per path, it doubles with each round.
+        let counting = HistoryCountingBackend(MemoryBackend(), followsParents: true)
+        let store = Store(backend: counting, configuration: .init(replica: "ladder", clock: TickClock().read))
+        var changes = ChangeSet()
+        try changes.save(item("shared", ["v": .int(0)]))
+        let first = try await store.commit(changes, parents: [])
+        var round = [first, first, first]
+        for level in 1...12 {
+            var next = [Version]()
+            for side in 0..<3 {
+                var changes = ChangeSet()
+                try changes.save(item("side\(side)", ["v": .int(Int64(level))]))
+                let parents = level == 1 ? [first.id] : [round[side].id] + round.indices.filter { $0 != side }.map { round[$0].id }
+                next.append(try await store.commit(changes, parents: parents))
+            }
+            round = next
+        }
+        counting.reset()
+        // Each virtual ancestor is a merge commit written with its index.
+        let outcome = try await store.merge(round[0].id, round[1].id)
+        #expect(outcome.version != nil)
+        #expect(counting.putRequests <= 100, "\(counting.putRequests) writes for a merge above 12 criss-crossed rounds")
+    }
 }
 
 /// Counts requests that read versions (`get` and `ancestry`); forwards `ancestry` to the inner
@@ -132,16 +160,24 @@ final class HistoryCountingBackend: ForwardingBackend {
     let followsParents: Bool
     private let requests = Atomic(0)
     private let ancestryCalls = Atomic(0)
+    private let putCalls = Atomic(0)
     init(_ inner: any Backend, followsParents: Bool) {
         self.inner = inner
         self.followsParents = followsParents
     }
     var historyRequests: Int { requests.load(ordering: .relaxed) }
+    /// Requests that wrote objects.
+    var putRequests: Int { putCalls.load(ordering: .relaxed) }
     /// Requests that asked for ancestors.
     var ancestryRequests: Int { ancestryCalls.load(ordering: .relaxed) }
     func reset() {
         requests.store(0, ordering: .relaxed)
         ancestryCalls.store(0, ordering: .relaxed)
+        putCalls.store(0, ordering: .relaxed)
+    }
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        putCalls.add(1, ordering: .relaxed)
+        try await inner.put(objects)
     }
     func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         requests.add(1, ordering: .relaxed)

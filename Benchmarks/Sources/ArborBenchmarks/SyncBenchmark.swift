@@ -93,8 +93,10 @@ struct SyncBenchmark {
 
         var pulls = [false: [(seconds: Double, reads: Int, rounds: Int)](), true: []]
         var late = [Bool: Store]()
+        // Only PostgreSQL reads many generations per request; SQLite answers with `get`.
+        let modes = hubURL.hasPrefix("sqlite:") ? [false] : [false, true]
         for _ in 0..<3 {
-            for followsParents in [false, true] {
+            for followsParents in modes {
                 let (hub, backend) = try openHub(followsParents: followsParents)
                 let replica = Store(backend: MemoryBackend(), configuration: .init(replica: "late-\(followsParents)"))
                 let pull = try await hub.exchange(to: replica)
@@ -103,7 +105,7 @@ struct SyncBenchmark {
                 try await hub.close()
             }
         }
-        for followsParents in [false, true] {
+        for followsParents in modes {
             let (hub, backend) = try openHub(followsParents: followsParents)
             let replica = late[followsParents]!
             for index in 0..<100 {

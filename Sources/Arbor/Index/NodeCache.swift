@@ -1,15 +1,16 @@
 import Foundation
 import Synchronization
 
-/// A bounded cache of decoded index nodes, shared by every operation of a store.
+/// A bounded cache of decoded objects, shared by every operation of a store: index nodes
+/// (``NodeCache``) and versions.
 ///
-/// Objects are immutable, so a cached node can never be stale. Eviction is by generations: when
+/// Objects are immutable, so a cached value can never be stale. Eviction is by generations: when
 /// the young generation fills, it becomes the old one and the previous old one is dropped; a hit
-/// in the old generation is promoted. That keeps the recently used nodes at O(1) cost per access.
-final class NodeCache: Sendable {
+/// in the old generation is promoted. That keeps the recently used values at O(1) cost per access.
+final class ObjectCache<Value: Sendable>: Sendable {
     private struct Generations {
-        var young: [Hash: IndexNode] = [:]
-        var old: [Hash: IndexNode] = [:]
+        var young: [Hash: Value] = [:]
+        var old: [Hash: Value] = [:]
     }
 
     private let generations = Mutex(Generations())
@@ -17,28 +18,35 @@ final class NodeCache: Sendable {
 
     init(capacity: Int) { self.capacity = capacity }
 
-    func node(_ hash: Hash) -> IndexNode? {
+    func value(_ hash: Hash) -> Value? {
         guard capacity > 0 else { return nil }
         return generations.withLock { state in
-            if let node = state.young[hash] { return node }
-            guard let node = state.old[hash] else { return nil }
-            Self.insert(node, hash, into: &state, capacity: capacity)
-            return node
+            if let value = state.young[hash] { return value }
+            guard let value = state.old[hash] else { return nil }
+            Self.insert(value, hash, into: &state, capacity: capacity)
+            return value
         }
     }
 
-    func insert(_ node: IndexNode, for hash: Hash) {
+    func insert(_ value: Value, for hash: Hash) {
         guard capacity > 0 else { return }
-        generations.withLock { Self.insert(node, hash, into: &$0, capacity: capacity) }
+        generations.withLock { Self.insert(value, hash, into: &$0, capacity: capacity) }
     }
 
-    private static func insert(_ node: IndexNode, _ hash: Hash, into state: inout Generations, capacity: Int) {
+    private static func insert(_ value: Value, _ hash: Hash, into state: inout Generations, capacity: Int) {
         if state.young.count >= max(capacity / 2, 1) {
             state.old = state.young
             state.young = [:]
         }
-        state.young[hash] = node
+        state.young[hash] = value
     }
+}
+
+/// The store's decoded index nodes.
+typealias NodeCache = ObjectCache<IndexNode>
+
+extension ObjectCache where Value == IndexNode {
+    func node(_ hash: Hash) -> IndexNode? { value(hash) }
 }
 
 /// Reads and writes index nodes for one operation: verified reads, batched fetches, counting.

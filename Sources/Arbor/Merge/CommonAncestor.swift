@@ -8,7 +8,7 @@
 ///
 /// A criss-cross history has several candidates, none an ancestor of another. `ancestor` is
 /// then the newest of them by commit time, ties broken by the greater hash, and the merge works
-/// from the merge of all of them (``Store/virtualAncestor(_:)``): choices that depend only on
+/// from the merge of all of them (``Store/virtualAncestor(_:known:)``): choices that depend only on
 /// the (immutable) history, so every replica makes the same ones.
 struct CommonAncestor {
     /// The chosen ancestor, or `nil` when the histories share no version.
@@ -32,14 +32,18 @@ struct CommonAncestor {
             return result
         }
         var flags: [Hash: UInt8] = [ours.id: oursFlag, theirs.id: theirsFlag]
-        var queue = [ours, theirs].sorted(by: Store.newestFirst)
+        var queue = NewestFirstQueue()
+        queue.push(ours)
+        queue.push(theirs)
         var queued: Set<Hash> = [ours.id, theirs.id]
+        // Queued versions not yet marked stale: the walk ends when there are none.
+        var live = 2
         var reader = HistoryReader(store.backend)
-        while queue.contains(where: { flags[$0.id]! & staleFlag == 0 }) {
-            let version = queue.removeFirst()
+        while live > 0, let version = queue.pop() {
             queued.remove(version.id)
             var flag = flags[version.id]!
             if flag & staleFlag == 0 {
+                live -= 1
                 switch flag {
                 case oursFlag: result.oursOnly.append(version)
                 case theirsFlag: result.theirsOnly.append(version)
@@ -53,14 +57,16 @@ struct CommonAncestor {
             for parent in parents {
                 let before = flags[parent] ?? 0
                 flags[parent] = before | flag
+                if queued.contains(parent) && before & staleFlag == 0 && flag & staleFlag != 0 { live -= 1 }
             }
             let fetched = unseen.isEmpty ? [] : try await store.versions(unseen, reader: &reader)
             for parent in fetched where queued.insert(parent.id).inserted {
-                let index = queue.firstIndex { Store.newestFirst(parent, $0) } ?? queue.count
-                queue.insert(parent, at: index)
+                queue.push(parent)
+                if flags[parent.id]! & staleFlag == 0 { live += 1 }
             }
         }
         result.ancestor = result.candidates.first
         return result
     }
 }
+

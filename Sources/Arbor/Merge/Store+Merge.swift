@@ -64,8 +64,9 @@ extension Store {
         let heads = try await versions(ids.sorted())
         guard var current = heads.first else { return nil }
         var report: MergeReport?
+        let virtualAncestors = VirtualAncestors()
         for next in heads.dropFirst() {
-            switch try await merge(current, next, strategy: strategy) {
+            switch try await merge(current, next, strategy: strategy, virtualAncestors: virtualAncestors) {
             case .fastForward(let version):
                 current = version
             case .merged(let version, let pairReport):
@@ -86,12 +87,14 @@ extension Store {
     }
 
     /// Merges two versions and writes the merge commit's objects; the head set is left alone.
-    func merge(_ ours: Version, _ theirs: Version, strategy: MergeStrategy) async throws -> MergeOutcome {
+    ///
+    /// `virtualAncestors` are those merged before in the same operation.
+    func merge(_ ours: Version, _ theirs: Version, strategy: MergeStrategy, virtualAncestors: VirtualAncestors = VirtualAncestors()) async throws -> MergeOutcome {
         let ancestry = try await CommonAncestor.find(ours, theirs, store: self)
         if ancestry.ancestor?.id == theirs.id { return .fastForward(ours) }
         if ancestry.ancestor?.id == ours.id { return .fastForward(theirs) }
         let source = makeSource()
-        let base = try await virtualAncestor(ancestry)
+        let base = try await virtualAncestor(ancestry, known: virtualAncestors)
         let baseRoot = base?.root ?? Store.emptyRoot.hash
         var state = try await MergeState.load(base: baseRoot, ours: ours, theirs: theirs, store: self, source: source)
 
@@ -163,14 +166,23 @@ extension Store {
     /// merge of all candidates (in hash order, with ``MergeStrategy/mostRecent``), written as
     /// an unreferenced commit. Every replica computes the same one. If the candidates cannot
     /// be merged (a type overridden to ``MergeStrategy/manual``), the newest candidate.
-    func virtualAncestor(_ ancestry: CommonAncestor) async throws -> Version? {
+    func virtualAncestor(_ ancestry: CommonAncestor, known: VirtualAncestors) async throws -> Version? {
         guard ancestry.candidates.count > 1 else { return ancestry.ancestor }
         let candidates = ancestry.candidates.sorted { $0.id < $1.id }
+        // The same candidates give the same virtual ancestor (it depends on the history alone).
+        // In a history of many criss-crossing replicas the same sets come back at every level
+        // of the recursion: merged once each, not once per path, the cost stays polynomial.
+        let key = candidates.map(\.id)
+        if let merged = known.byCandidates[key] { return merged ?? ancestry.ancestor }
         var current = candidates[0]
         for next in candidates.dropFirst() {
-            guard let version = try await merge(current, next, strategy: .mostRecent).version else { return ancestry.ancestor }
+            guard let version = try await merge(current, next, strategy: .mostRecent, virtualAncestors: known).version else {
+                known.byCandidates[key] = .some(nil)
+                return ancestry.ancestor
+            }
             current = version
         }
+        known.byCandidates[key] = current
         return current
     }
 
@@ -215,4 +227,11 @@ extension Store {
         for key in pending.values { result[key] = ChangeStamp(time: head.time, id: head.id) }
         return result
     }
+}
+
+/// The virtual ancestors one merge operation has made, by their candidates (sorted ids);
+/// `nil` where the candidates conflict. Kept for one operation only: a virtual ancestor's
+/// objects are garbage once it ends.
+final class VirtualAncestors {
+    var byCandidates: [[Hash]: Version?] = [:]
 }

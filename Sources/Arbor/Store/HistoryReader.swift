@@ -90,14 +90,22 @@ struct HistoryReader {
 }
 
 extension Store {
-    /// The versions `ids`, in order, read through `reader`.
+    /// The versions `ids`, in order, read through `reader` (those not in the store's cache).
     func versions(_ ids: [Hash], reader: inout HistoryReader) async throws -> [Version] {
-        let objects = try await reader.objects(ids)
-        return try ids.map { try decodeVersion($0, objects[$0] ?? []) }
+        let missing = ids.filter { versionCache.value($0) == nil }
+        let objects = missing.isEmpty ? [:] : try await reader.objects(missing)
+        return try ids.map { try cachedVersion($0) ?? decodeVersion($0, objects[$0] ?? []) }
     }
 
+    func cachedVersion(_ id: Hash) -> Version? { versionCache.value(id) }
+
+    /// Decodes the version `id` from bytes checked against its hash, and keeps it in the cache.
     func decodeVersion(_ id: Hash, _ bytes: [UInt8]) throws -> Version {
-        do { return Version(id: id, content: try Version.Content.decode(bytes)) } catch let error as ArborError {
+        do {
+            let version = Version(id: id, content: try Version.Content.decode(bytes))
+            versionCache.insert(version, for: id)
+            return version
+        } catch let error as ArborError {
             throw ArborError(.corruptObject, "version \(id) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
         }
     }

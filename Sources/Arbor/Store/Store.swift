@@ -13,7 +13,8 @@ public final class Store: Sendable {
     public struct Configuration: Sendable {
         /// The name this replica signs its commits with.
         public var replica: String
-        /// How many decoded index nodes to keep in memory (0 turns the cache off).
+        /// How many decoded index nodes to keep in memory (0 turns the cache off); half as many
+        /// versions are kept too.
         public var nodeCacheCapacity: Int
         /// The clock commit times are read from; replace it in tests.
         public var clock: @Sendable () -> Date
@@ -37,6 +38,8 @@ public final class Store: Sendable {
     public let backend: any Backend
     public let configuration: Configuration
     let cache: NodeCache
+    /// Versions read before: merges and exchanges walk the same recent history again and again.
+    let versionCache: ObjectCache<Version>
     /// The latest time this store has signed a commit with, so its clock never runs backwards.
     private let lastTime = Mutex<HybridTime?>(nil)
 
@@ -45,6 +48,7 @@ public final class Store: Sendable {
         self.backend = backend
         self.configuration = configuration
         self.cache = NodeCache(capacity: configuration.nodeCacheCapacity)
+        self.versionCache = ObjectCache(capacity: configuration.nodeCacheCapacity / 2)
     }
 
     /// Closes the backend.
@@ -75,8 +79,9 @@ public final class Store: Sendable {
 
     /// The versions `ids`, in order, fetched in one batch.
     public func versions(_ ids: [Hash]) async throws -> [Version] {
-        let objects = try await ObjectFetch.verified(ids, from: backend)
-        return try ids.map { try decodeVersion($0, objects[$0] ?? []) }
+        let missing = ids.filter { versionCache.value($0) == nil }
+        let objects = missing.isEmpty ? [:] : try await ObjectFetch.verified(missing, from: backend)
+        return try ids.map { try cachedVersion($0) ?? decodeVersion($0, objects[$0] ?? []) }
     }
 
     /// The current head set: the ref's value and the heads it names.
