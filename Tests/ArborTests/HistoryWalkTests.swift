@@ -124,11 +124,12 @@ import Testing
         #expect(counting.historyRequests <= 24, "\(counting.historyRequests) requests for a merge 190 versions past the fork")
     }
 
-    @Test func crissCrossLadderMergesInLinearWork() async throws {
+    @Test func crissCrossLadderMergeWorkIsBounded() async throws {
         // Three replicas that, round after round, each merge all three of the round before:
         // every merge has three best common ancestors, whose virtual ancestor needs the
-        // virtual ancestor of the round before, twice. Merged once per set of candidates, the
-        // work grows with the rounds; merged once per path, it doubles with each round.
+        // virtual ancestor of the round before, twice. Built once per set of candidates and
+        // only `virtualAncestorDepth` levels deep, the work does not grow with the rounds;
+        // built once per path down to the first version, it doubled with each round.
         let counting = HistoryCountingBackend(MemoryBackend(), followsParents: true)
         let store = Store(backend: counting, configuration: .init(replica: "ladder", clock: TickClock().read))
         var changes = ChangeSet()

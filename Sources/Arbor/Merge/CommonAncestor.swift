@@ -8,8 +8,9 @@
 ///
 /// A criss-cross history has several candidates, none an ancestor of another. `ancestor` is
 /// then the newest of them by commit time, ties broken by the greater hash, and the merge works
-/// from the merge of all of them (``Store/virtualAncestor(_:known:)``): choices that depend only on
-/// the (immutable) history, so every replica makes the same ones.
+/// from the merge of all of them, built up to ``Store/virtualAncestorDepth`` levels deep
+/// (``Store/virtualAncestor(_:known:)``): choices that depend only on the (immutable) history,
+/// so every replica makes the same ones.
 struct CommonAncestor {
     /// The chosen ancestor, or `nil` when the histories share no version.
     var ancestor: Version?
@@ -69,4 +70,5 @@ struct CommonAncestor {
         return result
     }
 }
+
 

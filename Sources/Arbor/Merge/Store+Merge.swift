@@ -167,13 +167,17 @@ extension Store {
     /// an unreferenced commit. Every replica computes the same one. If the candidates cannot
     /// be merged (a type overridden to ``MergeStrategy/manual``), the newest candidate.
     func virtualAncestor(_ ancestry: CommonAncestor, known: VirtualAncestors) async throws -> Version? {
-        guard ancestry.candidates.count > 1 else { return ancestry.ancestor }
+        // Below `virtualAncestorDepth` levels of recursion the newest candidate stands in: in a
+        // history where many replicas merge each other all the time, every level has several
+        // candidates down to the first version, and a merge would cost the whole history.
+        guard ancestry.candidates.count > 1, known.depth < Store.virtualAncestorDepth else { return ancestry.ancestor }
         let candidates = ancestry.candidates.sorted { $0.id < $1.id }
-        // The same candidates give the same virtual ancestor (it depends on the history alone).
-        // In a history of many criss-crossing replicas the same sets come back at every level
-        // of the recursion: merged once each, not once per path, the cost stays polynomial.
-        let key = candidates.map(\.id)
+        // The same candidates at the same depth give the same virtual ancestor (it depends on the
+        // history alone), and in such histories the same sets come back again and again.
+        let key = VirtualAncestors.Key(candidates: candidates.map(\.id), depth: known.depth)
         if let merged = known.byCandidates[key] { return merged ?? ancestry.ancestor }
+        known.depth += 1
+        defer { known.depth -= 1 }
         var current = candidates[0]
         for next in candidates.dropFirst() {
             guard let version = try await merge(current, next, strategy: .mostRecent, virtualAncestors: known).version else {
@@ -185,6 +189,10 @@ extension Store {
         known.byCandidates[key] = current
         return current
     }
+
+    /// How many levels deep a criss-cross merge builds virtual ancestors from the merges of
+    /// their candidates; below that, the newest candidate is the base.
+    static let virtualAncestorDepth = 2
 
     /// A deterministic order of two different values (`nil` first), for ties of `mostRecent`.
     static func valueOrder(_ a: PropertyValue?, _ b: PropertyValue?) -> Bool {
@@ -229,9 +237,15 @@ extension Store {
     }
 }
 
-/// The virtual ancestors one merge operation has made, by their candidates (sorted ids);
-/// `nil` where the candidates conflict. Kept for one operation only: a virtual ancestor's
-/// objects are garbage once it ends.
+/// The virtual ancestors one merge operation has made, by their candidates (sorted ids) and the
+/// depth of recursion they were made at; `nil` where the candidates conflict. Kept for one
+/// operation only: a virtual ancestor's objects are garbage once it ends.
 final class VirtualAncestors {
-    var byCandidates: [[Hash]: Version?] = [:]
+    struct Key: Hashable {
+        var candidates: [Hash]
+        var depth: Int
+    }
+    var byCandidates: [Key: Version?] = [:]
+    /// Levels of virtual ancestors being built, one inside the other.
+    var depth = 0
 }
