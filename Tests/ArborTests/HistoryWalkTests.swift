@@ -114,10 +114,11 @@ import Testing
         #expect(try await store.log().count == 201)
         #expect(counting.historyRequests <= 16, "\(counting.historyRequests) requests for a log of 201 versions")
         counting.reset()
-        // Verify reads the history the same way (each version's index is read apart).
+        // Verify reads the history the same way, and the indexes of 256 versions at a time.
         let verified = try await store.verify()
         #expect(verified.damage.isEmpty && verified.versions == 201)
         #expect(counting.ancestryRequests <= 16, "\(counting.ancestryRequests) history requests for verify")
+        #expect(counting.historyRequests <= 30, "\(counting.historyRequests) read requests for verify")
         counting.reset()
         let outcome = try #require(try await store.mergeHeads())
         #expect(outcome.version != nil)

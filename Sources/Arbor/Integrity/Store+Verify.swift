@@ -90,6 +90,11 @@ struct IntegrityWalk {
     /// With `versions`, they are read through ``historyReader``: many generations per request
     /// where the backend can.
     mutating func fetch(_ hashes: [Hash], namedBy parent: String, versions: Bool = false) async throws -> [Hash: [UInt8]] {
+        try await fetch(hashes, namedBy: { _ in parent }, versions: versions)
+    }
+
+    /// ``fetch(_:namedBy:versions:)``, with what names each object.
+    mutating func fetch(_ hashes: [Hash], namedBy parentOf: (Hash) -> String, versions: Bool = false) async throws -> [Hash: [UInt8]] {
         var fresh = [Hash]()
         for hash in hashes where reached.insert(hash).inserted { fresh.append(hash) }
         var intact = [Hash: [UInt8]](minimumCapacity: fresh.count)
@@ -98,12 +103,12 @@ struct IntegrityWalk {
             for hash in chunk {
                 report.reachableObjects += 1
                 guard let bytes = objects[hash] else {
-                    damaged(.missing, hash, "named by \(parent), not in the store")
+                    damaged(.missing, hash, "named by \(parentOf(hash)), not in the store")
                     continue
                 }
                 report.reachableBytes += bytes.count
                 guard Hash.of(bytes) == hash else {
-                    damaged(.corrupt, hash, "named by \(parent): the bytes do not match the hash")
+                    damaged(.corrupt, hash, "named by \(parentOf(hash)): the bytes do not match the hash")
                     continue
                 }
                 intact[hash] = bytes
@@ -154,11 +159,13 @@ struct IntegrityWalk {
             }
             frontier = next
         }
-        for (index, entry) in roots.enumerated() {
-            try await checkIndex(root: entry.root, records: entry.records, version: entry.version)
-            if let progress, index % 16 == 0 {
-                progress(TransferProgress(versionsDone: index + 1, versionsTotal: roots.count, objects: report.reachableObjects,
-                                          bytes: report.reachableBytes, seconds: seconds, fractionDone: Double(index + 1) / Double(roots.count)))
+        var done = 0
+        for chunk in roots.chunks(of: 256) {
+            try await checkIndexes(chunk)
+            done += chunk.count
+            if let progress {
+                progress(TransferProgress(versionsDone: done, versionsTotal: roots.count, objects: report.reachableObjects,
+                                          bytes: report.reachableBytes, seconds: seconds, fractionDone: Double(done) / Double(roots.count)))
             }
         }
 
@@ -173,20 +180,36 @@ struct IntegrityWalk {
     /// Checks the index below `root` (of `version`, which says it holds `records` records), each
     /// node read once across all versions.
     mutating func checkIndex(root: Hash, records: UInt64, version: Hash) async throws {
-        if let held = rootCounts[root] {
-            // A root another version shares: checked already, but this version's count too.
-            if held != records { damaged(.corrupt, version, "version says \(records) records; its index holds \(held)") }
-            return
+        try await checkIndexes([(version, root, records)])
+    }
+
+    /// Checks the indexes of several versions (each with the record count it states) together:
+    /// their roots in one request, then what those name a level at a time, so a long history of
+    /// small versions costs a few requests per level, not per version. Each node is read once
+    /// across all versions.
+    mutating func checkIndexes(_ versions: [(version: Hash, root: Hash, records: UInt64)]) async throws {
+        var fresh = [Hash]()
+        var seen = Set<Hash>()
+        for entry in versions where rootCounts[entry.root] == nil && !reached.contains(entry.root) && seen.insert(entry.root).inserted {
+            fresh.append(entry.root)
         }
-        guard !reached.contains(root) else { return }
-        let objects = try await fetch([root], namedBy: "version \(version)")
-        guard let bytes = objects[root] else { return }
-        guard let node = node(root, bytes, named: "version \(version)") else { return }
-        rootCounts[root] = node.recordCount
-        if node.recordCount != records {
-            damaged(.corrupt, version, "version says \(records) records; its index holds \(node.recordCount)")
+        var versionOf = [Hash: Hash]()
+        for entry in versions where versionOf[entry.root] == nil { versionOf[entry.root] = entry.version }
+        func namedBy(_ root: Hash) -> String { "version \(versionOf[root].map(\.description) ?? "?")" }
+        let objects = try await fetch(fresh, namedBy: namedBy)
+        var group = [(hash: Hash, node: IndexNode)]()
+        for root in fresh {
+            guard let bytes = objects[root], let node = node(root, bytes, named: namedBy(root)) else { continue }
+            rootCounts[root] = node.recordCount
+            group.append((root, node))
         }
-        try await checkGroup([(root, node)])
+        // A root another version shares is checked once, but each version's count against it.
+        for entry in versions {
+            if let held = rootCounts[entry.root], held != entry.records {
+                damaged(.corrupt, entry.version, "version says \(entry.records) records; its index holds \(held)")
+            }
+        }
+        if !group.isEmpty { try await checkGroup(group) }
     }
 
     /// Parses an index node, recording it as corrupt if it does not parse.
