@@ -213,6 +213,13 @@ final class PGResult {
             Hash(bytes: UnsafeBufferPointer(start: $0, count: Hash.byteCount))
         }
     }
+
+    /// Adds each row's object (a `hash`, `bytes` pair of columns) to `objects`.
+    func collectObjects(into objects: inout [Hash: [UInt8]]) {
+        for row in 0..<rowCount {
+            if let hash = hash(row, 0), let bytes = bytes(row, 1) { objects[hash] = bytes }
+        }
+    }
 }
 
 /// One connection (`PGconn*`), finished when released. Not thread-safe: one thread at a time

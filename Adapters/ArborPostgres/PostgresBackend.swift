@@ -123,10 +123,7 @@ public final class PostgresBackend: Backend {
             var result = [Hash: [UInt8]](minimumCapacity: unique.count)
             for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
                 let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
-                let rows = try connection.execute(Statements.get, [.hashArray(chunk)], operation: "get")
-                for row in 0..<rows.rowCount {
-                    if let hash = rows.hash(row, 0), let bytes = rows.bytes(row, 1) { result[hash] = bytes }
-                }
+                try connection.execute(Statements.get, [.hashArray(chunk)], operation: "get").collectObjects(into: &result)
             }
             return result
         }
@@ -144,9 +141,7 @@ public final class PostgresBackend: Backend {
         return try await pool.withConnection("get") { connection in
             let rows = try connection.execute(Statements.ancestry, [.hashArray(unique), .int64(Int64(max(limit, unique.count)))], operation: "get")
             var result = [Hash: [UInt8]](minimumCapacity: rows.rowCount)
-            for row in 0..<rows.rowCount {
-                if let hash = rows.hash(row, 0), let bytes = rows.bytes(row, 1) { result[hash] = bytes }
-            }
+            rows.collectObjects(into: &result)
             return result
         }
     }

@@ -49,8 +49,7 @@ public final class MemoryBackend: Backend {
             while !generation.isEmpty, result.count < limit {
                 var next = [Hash]()
                 for hash in generation {
-                    guard let bytes = result[hash], bytes.count > 1, bytes[1] == ObjectKind.commit.rawValue,
-                          let links = try? ObjectLinks(bytes) else { continue }
+                    guard let bytes = result[hash], ObjectKind.of(bytes) == .commit, let links = try? ObjectLinks(bytes) else { continue }
                     for parent in links.parents where result[parent] == nil && result.count < limit {
                         guard let parentBytes = state.objects[parent] else { continue }
                         result[parent] = parentBytes

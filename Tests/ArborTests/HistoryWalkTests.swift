@@ -10,13 +10,19 @@ import Testing
     /// A store whose history is one line of `count` versions, and the versions in order.
     func line(of count: Int, on backend: any Backend, replica: String = "a") async throws -> (Store, [Version]) {
         let store = Store(backend: backend, configuration: .init(replica: replica, clock: TickClock().read))
+        return (store, try await extend(store, through: 0..<count))
+    }
+
+    /// Commits a version per index of `indices` on `store`'s head, each changing one of seven records.
+    @discardableResult
+    func extend(_ store: Store, through indices: Range<Int>) async throws -> [Version] {
         var versions = [Version]()
-        for index in 0..<count {
+        for index in indices {
             var changes = ChangeSet()
             try changes.save(item("i\(index % 7)", ["v": .int(Int64(index))]))
             versions.append(try await store.commit(changes, message: "v\(index)"))
         }
-        return (store, versions)
+        return versions
     }
 
     @Test(arguments: [AdapterKind.memory] + (PostgresTestServer.isEnabled ? [AdapterKind.postgres] : []))
@@ -44,11 +50,7 @@ import Testing
         let (source, versions) = try await line(of: 10, on: counting)
         let target = Store(backend: MemoryBackend())
         try await source.exchange(to: target)
-        for index in 10..<310 {
-            var changes = ChangeSet()
-            try changes.save(item("i\(index % 7)", ["v": .int(Int64(index))]))
-            try await source.commit(changes)
-        }
+        try await extend(source, through: 10..<310)
         // Finding what the target lacks: 300 versions behind, the target is asked after 1, 2,
         // 4, … versions walked, so about log2(300) rounds; before, one per version.
         counting.reset()
@@ -88,11 +90,7 @@ import Testing
         let target = Store(backend: MemoryBackend())
         try await Store(backend: inner).exchange(to: target)
         let source = Store(backend: CorruptingBackend(inner, corrupting: versions[2].id), configuration: .init(replica: "a"))
-        for index in 30..<90 {
-            var changes = ChangeSet()
-            try changes.save(item("i\(index % 7)", ["v": .int(Int64(index))]))
-            try await source.commit(changes)
-        }
+        try await extend(source, through: 30..<90)
         let report = try await source.exchange(to: target)
         #expect(report.versions == 60)
         #expect(try await target.heads().map(\.id) == source.heads().map(\.id))

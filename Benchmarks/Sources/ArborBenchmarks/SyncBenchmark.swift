@@ -82,11 +82,7 @@ struct SyncBenchmark {
         let (writerHub, _) = try openHub(followsParents: true)
         let writer = Store(backend: MemoryBackend(), configuration: .init(replica: "writer"))
         try await writerHub.exchange(to: writer)
-        for index in 0..<linearVersions {
-            var changes = ChangeSet()
-            try changes.save(Record(type: "Shared", id: "writer", properties: ["counter": .int(Int64(index))]))
-            try await writer.commit(changes)
-        }
+        try await Self.commitLine(of: linearVersions, editing: "writer", on: writer)
         try await writer.exchange(to: writerHub)
         let versions = try await writerHub.log().count
         try await writerHub.close()
@@ -108,17 +104,22 @@ struct SyncBenchmark {
         for followsParents in modes {
             let (hub, backend) = try openHub(followsParents: followsParents)
             let replica = late[followsParents]!
-            for index in 0..<100 {
-                var changes = ChangeSet()
-                try changes.save(Record(type: "Shared", id: "late-\(followsParents)", properties: ["counter": .int(Int64(index))]))
-                try await replica.commit(changes)
-            }
+            try await Self.commitLine(of: 100, editing: "late-\(followsParents)", on: replica)
             let push = try await replica.exchange(to: hub)
             try await hub.close()
             let runs = pulls[followsParents]!.sorted { $0.seconds < $1.seconds }
             print(String(format: "sync: a late replica over 1 ms round trips, history read %@: pulls %d versions (the last %d in one line) in %.3f s (median of 3; %d reads of the hub's objects, %d rounds), pushes 100 in %.3f s (%d rounds, %d reads)",
                          followsParents ? "many generations per request" : "a generation per request",
                          versions, linearVersions, runs[1].seconds, runs[1].reads, runs[1].rounds, push.seconds, push.rounds, backend.reads))
+        }
+    }
+
+    /// Commits `count` versions in one line on `store`, each changing the record `id`.
+    static func commitLine(of count: Int, editing id: String, on store: Store) async throws {
+        for index in 0..<count {
+            var changes = ChangeSet()
+            try changes.save(Record(type: "Shared", id: id, properties: ["counter": .int(Int64(index))]))
+            try await store.commit(changes)
         }
     }
 

@@ -104,14 +104,11 @@ final class Transfer {
                 var next = [Hash]()
                 for hash in generation {
                     let links: ObjectLinks
-                    if ahead {
-                        guard let bytes = objects[hash], let readable = try? ObjectLinks(bytes), readable.kind == .commit else {
-                            unread.append(hash)
-                            continue
-                        }
-                        links = readable
-                    } else {
+                    do {
                         links = try self.links(of: hash, objects[hash] ?? [], expecting: .commit)
+                    } catch _ where ahead {
+                        unread.append(hash)
+                        continue
                     }
                     times[hash] = links.time
                     parentsOf[hash] = links.parents
@@ -240,6 +237,11 @@ final class Transfer {
         var group: [Fetched]
         var old: [Fetched]
         var level: Int { group[0].links.kind == .leaf ? 0 : group[0].links.level }
+
+        /// What the nodes of this walk's level name: blobs for leaves, children for branches.
+        func names(_ nodes: [Fetched]) -> [Hash] {
+            level == 0 ? nodes.flatMap(\.links.blobs) : nodes.flatMap { $0.links.children.map(\.hash) }
+        }
     }
 
     /// The walk that copies the index below `root` against the index below `base`, or `nil` when
@@ -273,17 +275,9 @@ final class Transfer {
     /// in the same step finds that index's nodes written before it names them.
     private func copyWalks(_ walks: [Walk]) async throws {
         guard !walks.isEmpty else { return }
-        let known = walks.map { walk in
-            Set(walk.level == 0 ? walk.old.flatMap(\.links.blobs) : walk.old.flatMap { $0.links.children.map(\.hash) })
-        }
+        let known = walks.map { Set($0.names($0.old)) }
         var asks = Set<Hash>()
-        for (walk, known) in zip(walks, known) {
-            if walk.level == 0 {
-                asks.formUnion(walk.group.flatMap(\.links.blobs).filter { !known.contains($0) })
-            } else {
-                asks.formUnion(walk.group.flatMap { $0.links.children.map(\.hash) }.filter { !known.contains($0) })
-            }
-        }
+        for (walk, known) in zip(walks, known) { asks.formUnion(walk.names(walk.group).filter { !known.contains($0) }) }
         let have = try await targetHas(Array(asks))
         var seen = Set<Hash>()
         var blobs = [Hash]()
@@ -292,7 +286,7 @@ final class Transfer {
         var pieces = [(level: Int, wanted: [Hash], old: [Hash])]()
         for (walk, known) in zip(walks, known) {
             if walk.level == 0 {
-                for blob in walk.group.flatMap(\.links.blobs) where !known.contains(blob) && !have.contains(blob) && seen.insert(blob).inserted {
+                for blob in walk.names(walk.group) where !known.contains(blob) && !have.contains(blob) && seen.insert(blob).inserted {
                     blobs.append(blob)
                 }
                 recordsCovered = walk.group.reduce(recordsCovered) { $0.addingSaturated($1.links.recordCount) }

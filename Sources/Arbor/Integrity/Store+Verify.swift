@@ -188,13 +188,13 @@ struct IntegrityWalk {
     /// small versions costs a few requests per level, not per version. Each node is read once
     /// across all versions.
     mutating func checkIndexes(_ versions: [(version: Hash, root: Hash, records: UInt64)]) async throws {
+        // Each root once, named after the first version that has it.
         var fresh = [Hash]()
-        var seen = Set<Hash>()
-        for entry in versions where rootCounts[entry.root] == nil && !reached.contains(entry.root) && seen.insert(entry.root).inserted {
-            fresh.append(entry.root)
-        }
         var versionOf = [Hash: Hash]()
-        for entry in versions where versionOf[entry.root] == nil { versionOf[entry.root] = entry.version }
+        for entry in versions where versionOf[entry.root] == nil {
+            versionOf[entry.root] = entry.version
+            if rootCounts[entry.root] == nil && !reached.contains(entry.root) { fresh.append(entry.root) }
+        }
         func namedBy(_ root: Hash) -> String { "version \(versionOf[root].map(\.description) ?? "?")" }
         let objects = try await fetch(fresh, namedBy: namedBy)
         var group = [(hash: Hash, node: IndexNode)]()

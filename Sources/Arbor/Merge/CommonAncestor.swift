@@ -70,5 +70,3 @@ struct CommonAncestor {
         return result
     }
 }
-
-

@@ -92,21 +92,28 @@ struct HistoryReader {
 extension Store {
     /// The versions `ids`, in order, read through `reader` (those not in the store's cache).
     func versions(_ ids: [Hash], reader: inout HistoryReader) async throws -> [Version] {
-        let missing = ids.filter { versionCache.value($0) == nil }
-        let objects = missing.isEmpty ? [:] : try await reader.objects(missing)
-        return try ids.map { try cachedVersion($0) ?? decodeVersion($0, objects[$0] ?? []) }
+        try await versions(ids) { try await reader.objects($0) }
     }
 
-    func cachedVersion(_ id: Hash) -> Version? { versionCache.value(id) }
-
-    /// Decodes the version `id` from bytes checked against its hash, and keeps it in the cache.
-    func decodeVersion(_ id: Hash, _ bytes: [UInt8]) throws -> Version {
-        do {
-            let version = Version(id: id, content: try Version.Content.decode(bytes))
-            versionCache.insert(version, for: id)
-            return version
-        } catch let error as ArborError {
-            throw ArborError(.corruptObject, "version \(id) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
+    /// The versions `ids`, in order: from the store's cache, or decoded from what `fetch`
+    /// returns for the others (checked against their hashes), and then cached.
+    func versions(_ ids: [Hash], fetching fetch: ([Hash]) async throws -> [Hash: [UInt8]]) async throws -> [Version] {
+        var cached = [Hash: Version]()
+        var missing = [Hash]()
+        for id in ids where cached[id] == nil {
+            if let version = versionCache.value(id) { cached[id] = version } else { missing.append(id) }
+        }
+        let objects = missing.isEmpty ? [:] : try await fetch(missing)
+        return try ids.map { id in
+            if let version = cached[id] { return version }
+            do {
+                let version = Version(id: id, content: try Version.Content.decode(objects[id] ?? []))
+                versionCache.insert(version, for: id)
+                cached[id] = version
+                return version
+            } catch let error as ArborError {
+                throw ArborError(.corruptObject, "version \(id) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
+            }
         }
     }
 }

@@ -6,19 +6,16 @@ extension Store {
     public func log(from heads: [Hash]? = nil, limit: Int = .max) async throws -> [Version] {
         let start: [Version]
         if let heads { start = try await versions(heads) } else { start = try await self.heads() }
-        var pending = start.sorted(by: Store.newestFirst)
+        var pending = NewestFirstQueue()
+        for version in start { pending.push(version) }
         var seen = Set(start.map(\.id))
         var result = [Version]()
         var reader = HistoryReader(backend)
-        while !pending.isEmpty, result.count < limit {
-            let next = pending.removeFirst()
+        while result.count < limit, let next = pending.pop() {
             result.append(next)
             let unseen = next.parents.filter { seen.insert($0).inserted }
             if !unseen.isEmpty {
-                for parent in try await versions(unseen, reader: &reader) {
-                    let index = pending.firstIndex { Store.newestFirst(parent, $0) } ?? pending.count
-                    pending.insert(parent, at: index)
-                }
+                for parent in try await versions(unseen, reader: &reader) { pending.push(parent) }
             }
         }
         return result

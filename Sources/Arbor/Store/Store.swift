@@ -79,9 +79,7 @@ public final class Store: Sendable {
 
     /// The versions `ids`, in order, fetched in one batch.
     public func versions(_ ids: [Hash]) async throws -> [Version] {
-        let missing = ids.filter { versionCache.value($0) == nil }
-        let objects = missing.isEmpty ? [:] : try await ObjectFetch.verified(missing, from: backend)
-        return try ids.map { try cachedVersion($0) ?? decodeVersion($0, objects[$0] ?? []) }
+        try await versions(ids) { try await ObjectFetch.verified($0, from: backend) }
     }
 
     /// The current head set: the ref's value and the heads it names.

@@ -4,8 +4,6 @@
 struct NewestFirstQueue {
     private var heap: [Version] = []
 
-    var isEmpty: Bool { heap.isEmpty }
-
     mutating func push(_ version: Version) {
         heap.append(version)
         var child = heap.count - 1
