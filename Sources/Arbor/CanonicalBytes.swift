@@ -56,6 +56,10 @@ struct ByteReader {
 
     var isAtEnd: Bool { offset == bytes.count }
 
+    /// At most how many elements a decoder reserves room for ahead of reading them: a count is
+    /// only as trustworthy as its object, and each nested collection would reserve again.
+    static let reservationLimit = 1024
+
     func corrupt(_ why: String) -> ArborError {
         ArborError(.corruptObject, "malformed object: \(why) at byte \(offset)")
     }
@@ -81,11 +85,20 @@ struct ByteReader {
         }
     }
 
+    /// A number of elements that follow, each at least a byte long: a count past the bytes left
+    /// is refused before anyone reserves memory for it.
     mutating func count(limit: Int = 1 << 28) throws -> Int {
         let value = try varint()
-        guard value <= UInt64(limit), value <= UInt64(bytes.count - offset) * 8 + 8 else {
+        guard value <= UInt64(limit), value <= UInt64(bytes.count - offset) else {
             throw corrupt("implausible count \(value)")
         }
+        return Int(value)
+    }
+
+    /// A branch's level: 1 to 64 (64 levels of at least two children each is past any store).
+    mutating func level() throws -> Int {
+        let value = try varint()
+        guard (1...64).contains(value) else { throw corrupt(value == 0 ? "branch at level 0" : "implausible level \(value)") }
         return Int(value)
     }
 
@@ -212,7 +225,7 @@ extension ByteReader {
         case .array:
             let count = try count()
             var values = [PropertyValue]()
-            values.reserveCapacity(count)
+            values.reserveCapacity(Swift.min(count, Self.reservationLimit))
             for _ in 0..<count { values.append(try value(depth: depth + 1)) }
             return .array(values)
         case .map: return .map(try namedValues(depth: depth + 1))
@@ -249,7 +262,7 @@ extension ByteReader {
 
     mutating func namedValues(depth: Int = 0) throws -> [String: PropertyValue] {
         let count = try count()
-        var result = [String: PropertyValue](minimumCapacity: count)
+        var result = [String: PropertyValue](minimumCapacity: Swift.min(count, Self.reservationLimit))
         var previous: String?
         for _ in 0..<count {
             let name = try string()

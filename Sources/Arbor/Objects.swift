@@ -161,14 +161,13 @@ struct IndexNode: Sendable {
             throw ArborError(.corruptObject, "malformed object: not an index node")
         }
         var reader = ByteReader(bytes, offset: 2)
-        let level = kind == .leaf ? 0 : try reader.count(limit: 64)
-        if kind == .branch && level == 0 { throw reader.corrupt("branch at level 0") }
+        let level = kind == .leaf ? 0 : try reader.level()
         let count = try reader.count()
         // Only the empty index is an empty node, and it is a leaf: readers descend into a
         // branch's entries without looking, so an empty branch is refused here.
         if kind == .branch && count == 0 { throw reader.corrupt("empty branch") }
         var entries = [IndexEntry]()
-        entries.reserveCapacity(count)
+        entries.reserveCapacity(min(count, ByteReader.reservationLimit))
         var previous: ArraySlice<UInt8>?
         for _ in 0..<count {
             let key = try reader.slice()

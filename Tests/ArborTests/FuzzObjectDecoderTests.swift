@@ -108,6 +108,24 @@ import Testing
         tally.report()
     }
 
+    @Test func countsAndLevelsBeyondWhatTheBytesHoldAreRefused() throws {
+        func refused(_ body: () throws -> Any, _ why: String) {
+            #expect { _ = try body() } throws: { error in
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains(why)
+            }
+        }
+        // An array claiming 5 elements with 4 bytes left: every element takes at least a byte.
+        refused({ try RecordCoding.decode([0x01, 0x01, 0x61, 0x0A, 0x05, 0x00, 0x00, 0x00, 0x00]) }, "implausible count 5")
+        #expect(try RecordCoding.decode([0x01, 0x01, 0x61, 0x0A, 0x04, 0x00, 0x00, 0x00, 0x00])["a"] == .array(Array(repeating: .null, count: 4)))
+        // Branch levels: 1 to 64, whatever the bytes after them.
+        let entry: [UInt8] = [0x01, 0x61] + [UInt8](repeating: 0xAA, count: 32) + [0x01]
+        refused({ try IndexNode.decode([0xA1, 0x02, 0x00, 0x01] + entry) }, "branch at level 0")
+        refused({ try IndexNode.decode([0xA1, 0x02, 0x41, 0x01] + entry) }, "implausible level 65")
+        #expect(try IndexNode.decode([0xA1, 0x02, 0x40, 0x01] + entry).level == 64)
+        #expect(try ObjectLinks([0xA1, 0x02, 0x40, 0x01] + entry).level == 64)
+        refused({ try ObjectLinks([0xA1, 0x02, 0x00, 0x01] + entry) }, "branch at level 0")
+    }
+
     @Test func namesSwiftTreatsAsEqualAreRefused() throws {
         // Both spellings sort apart as bytes, but a Swift dictionary holds only one: decoding
         // them would silently drop a property, so the decoder refuses the record.

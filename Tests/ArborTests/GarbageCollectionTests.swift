@@ -26,6 +26,23 @@ import Testing
         try await store.close()
     }
 
+    @Test func aCollectedVersionIsGoneFromTheStoresCachesToo() async throws {
+        let backend = MemoryBackend()
+        let store = Store(backend: backend)
+        let orphan = try await store.save(Task(id: "gone", title: "soon unreachable", done: false))
+        // Read, so that the version and its index sit in the store's caches.
+        #expect(try await store.version(orphan.id).root == orphan.root)
+        #expect(try await store.value(Task.self, id: "gone", at: orphan.id) != nil)
+        #expect(try await backend.compareAndSwap(ref: RefName.heads, expected: try await backend.ref(RefName.heads), new: nil))
+        try await store.save(Task(id: "kept", title: "kept", done: true))
+
+        try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        await #expect { try await store.version(orphan.id) } throws: { ($0 as? ArborError)?.code == .missingObject }
+        await #expect { try await store.value(Task.self, id: "gone", at: orphan.id) } throws: {
+            ($0 as? ArborError)?.code == .missingObject
+        }
+    }
+
     @Test func refusesADamagedStore() async throws {
         let backend = MemoryBackend()
         let store = try await VerifyTests().filled(backend)

@@ -39,11 +39,10 @@ struct ObjectLinks {
                 }
             }
         case .branch:
-            level = try reader.count(limit: 64)
-            guard level > 0 else { throw reader.corrupt("branch at level 0") }
+            level = try reader.level()
             let count = try reader.count()
             guard count > 0 else { throw reader.corrupt("empty branch") }
-            children.reserveCapacity(count)
+            children.reserveCapacity(min(count, ByteReader.reservationLimit))
             for _ in 0..<count {
                 _ = try reader.slice()
                 children.append((try reader.hash(), try reader.varint()))

@@ -4,7 +4,8 @@ import Synchronization
 /// A bounded cache of decoded objects, shared by every operation of a store: index nodes
 /// (``NodeCache``) and versions.
 ///
-/// Objects are immutable, so a cached value can never be stale. Eviction is by generations: when
+/// Objects are immutable, so a cached value can never be stale; only garbage collection, which
+/// deletes objects, must ``forget(_:)`` them. Eviction is by generations: when
 /// the young generation fills, it becomes the old one and the previous old one is dropped; a hit
 /// in the old generation is promoted. That keeps the recently used values at O(1) cost per access.
 final class ObjectCache<Value: Sendable>: Sendable {
@@ -31,6 +32,19 @@ final class ObjectCache<Value: Sendable>: Sendable {
     func insert(_ value: Value, for hash: Hash) {
         guard capacity > 0 else { return }
         generations.withLock { Self.insert(value, hash, into: &$0, capacity: capacity) }
+    }
+
+    /// Drops `hashes`, so that reading a deleted object fails as it does on the backend.
+    ///
+    /// - Complexity: O(*k*) for *k* hashes.
+    func forget(_ hashes: some Sequence<Hash>) {
+        guard capacity > 0 else { return }
+        generations.withLock { state in
+            for hash in hashes {
+                state.young[hash] = nil
+                state.old[hash] = nil
+            }
+        }
     }
 
     private static func insert(_ value: Value, _ hash: Hash, into state: inout Generations, capacity: Int) {

@@ -60,6 +60,9 @@ extension Store {
             for batch in candidates.chunks(of: Transfer.requestSize) {
                 let objects = try await backend.get(batch)
                 try await backend.delete(batch)
+                // This store's caches would otherwise go on answering for what is gone.
+                cache.forget(batch)
+                versionCache.forget(batch)
                 for (hash, bytes) in objects {
                     removed[hash] = bytes
                     report.removedBytes += bytes.count
