@@ -157,15 +157,7 @@ struct IndexNode: Sendable {
     }
 
     static func decode(_ bytes: [UInt8]) throws -> IndexNode {
-        guard let kind = ObjectKind.of(bytes), kind == .leaf || kind == .branch else {
-            throw ArborError(.corruptObject, "malformed object: not an index node")
-        }
-        var reader = ByteReader(bytes, offset: 2)
-        let level = kind == .leaf ? 0 : try reader.level()
-        let count = try reader.count()
-        // Only the empty index is an empty node, and it is a leaf: readers descend into a
-        // branch's entries without looking, so an empty branch is refused here.
-        if kind == .branch && count == 0 { throw reader.corrupt("empty branch") }
+        var (reader, level, count) = try ByteReader.indexNode(bytes)
         var entries = [IndexEntry]()
         entries.reserveCapacity(min(count, ByteReader.reservationLimit))
         var previous: ArraySlice<UInt8>?
@@ -187,6 +179,23 @@ struct IndexNode: Sendable {
         }
         try reader.expectEnd()
         return IndexNode(level: level, entries: entries)
+    }
+}
+
+extension ByteReader {
+    /// Reads an index node's header: a reader placed after it, the node's level (0 for a leaf)
+    /// and its number of entries.
+    static func indexNode(_ bytes: [UInt8]) throws -> (reader: ByteReader, level: Int, count: Int) {
+        guard let kind = ObjectKind.of(bytes), kind == .leaf || kind == .branch else {
+            throw ArborError(.corruptObject, "malformed object: not an index node")
+        }
+        var reader = ByteReader(bytes, offset: 2)
+        let level = kind == .leaf ? 0 : try reader.level()
+        let count = try reader.count()
+        // Only the empty index is an empty node, and it is a leaf: readers descend into a
+        // branch's entries without looking, so an empty branch is refused here.
+        if kind == .branch && count == 0 { throw reader.corrupt("empty branch") }
+        return (reader, level, count)
     }
 }
 

@@ -207,6 +207,22 @@ import Testing
             if decoded.encoded() != bytes { tally.fail(bytes, "an index node re-encodes to other bytes") }
             _ = decoded.recordCount
         }
+        // A node as point reads keep it: accepted exactly when decoded, and agreeing with it.
+        let nodeBytes = try? NodeBytes(validating: bytes)
+        if (nodeBytes != nil) != (node != nil) { tally.fail(bytes, "NodeBytes and IndexNode.decode disagree") }
+        if let nodeBytes, let node {
+            if nodeBytes.level != node.level { tally.fail(bytes, "NodeBytes reads another level") }
+            for entry in node.entries {
+                for probe in [entry.key, entry.key + [0x00], Array(entry.key.dropLast())] {
+                    if node.level == 0 {
+                        let expected = node.entries.first { $0.key == probe }?.payload
+                        if try nodeBytes.payload(for: probe) != expected { tally.fail(bytes, "a point read in a leaf's bytes finds another payload") }
+                    } else if try nodeBytes.child(covering: probe) != node.entries[node.childIndex(covering: probe)].payload.childHash {
+                        tally.fail(bytes, "a point read in a branch's bytes takes another child")
+                    }
+                }
+            }
+        }
         if let node {
             if node.level == 0 {
                 let blobs = node.entries.compactMap { entry -> Hash? in if case .blob(let hash) = entry.payload { hash } else { nil } }

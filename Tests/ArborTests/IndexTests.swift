@@ -149,11 +149,49 @@ import Testing
         }
     }
 
-    @Test func diffReadsOnlyDifferingNodes() async throws {
+    /// A tree of `count` records on a backend that counts reads, and its height.
+    func countedTree(_ count: Int) async throws -> (backend: CountingBackend, root: Hash, height: Int) {
         let backend = CountingBackend()
+        let root = try await build(count, backend: backend)
+        return (backend, root, try await height(root, backend: backend))
+    }
+
+    @Test func aPointReadSearchesTheNodesBytesAndKeepsThemForTheNext() async throws {
+        let count = 20_000
+        let (backend, root, height) = try await countedTree(count)
+        let nodes = NodeCache(capacity: 1_024)
+        let kept = ObjectCache<NodeBytes>(capacity: 1_024)
+        func source() -> NodeSource { NodeSource(backend: backend, cache: nodes, bytesCache: kept) }
+        for index in stride(from: 1, to: count, by: 997) {
+            backend.reset()
+            #expect(try await ProllyTree.lookup(IndexTests.key(index), root: root, source: source()) == IndexTests.payload(index))
+            #expect(backend.objectsRead <= height)
+            // The same leaf again: no read at all.
+            backend.reset()
+            #expect(try await ProllyTree.lookup(IndexTests.key(index), root: root, source: source()) == IndexTests.payload(index))
+            #expect(backend.objectsRead == 0)
+            #expect(try await ProllyTree.lookup(IndexTests.key(index) + [0x00], root: root, source: source()) == nil)
+        }
+        // Keys past either end of the tree are absent, not errors.
+        #expect(try await ProllyTree.lookup([], root: root, source: source()) == nil)
+        #expect(try await ProllyTree.lookup([0xFF, 0xFF], root: root, source: source()) == nil)
+        #expect(nodes.node(root) == nil, "point reads keep nodes as bytes, not decoded")
+    }
+
+    @Test func aChildAtTheWrongLevelIsAClearError() async throws {
+        let backend = MemoryBackend()
+        let inner = IndexNode(level: 1, entries: [IndexEntry(key: IndexTests.key(5), payload: .node(Hash.of(IndexNode.empty.encoded()), count: 0))])
+        let outer = IndexNode(level: 1, entries: [IndexEntry(key: IndexTests.key(9), payload: .node(Hash.of(inner.encoded()), count: 0))])
+        try await backend.put([(Hash.of(inner.encoded()), inner.encoded()), (Hash.of(outer.encoded()), outer.encoded())])
+        let source = NodeSource(backend: backend, cache: NodeCache(capacity: 16), bytesCache: ObjectCache(capacity: 16))
+        await #expect { try await ProllyTree.lookup(IndexTests.key(1), root: Hash.of(outer.encoded()), source: source) } throws: { error in
+            (error as? ArborError)?.code == .corruptObject && "\(error)".contains("is at level 1 under a branch at level 1")
+        }
+    }
+
+    @Test func diffReadsOnlyDifferingNodes() async throws {
         let count = 100_000
-        let base = try await build(count, backend: backend)
-        let height = try await height(base, backend: backend)
+        let (backend, base, height) = try await countedTree(count)
         var random = SeededGenerator(seed: 7)
         for k in [1, 10, 100] {
             let changed = (0..<k).map { _ in Int.random(in: 0..<count, using: &random) }

@@ -76,9 +76,13 @@ final class NodeSource {
     /// Every node this operation created or read: an operation never reads a node twice.
     private var local: [Hash: IndexNode] = [:]
 
-    init(backend: any Backend, cache: NodeCache) {
+    /// The store's nodes as point reads keep them (``nodeBytes(_:)``).
+    let bytesCache: ObjectCache<NodeBytes>
+
+    init(backend: any Backend, cache: NodeCache, bytesCache: ObjectCache<NodeBytes> = ObjectCache(capacity: 0)) {
         self.backend = backend
         self.cache = cache
+        self.bytesCache = bytesCache
     }
 
     func node(_ hash: Hash) async throws -> IndexNode {
@@ -88,11 +92,24 @@ final class NodeSource {
         return try await nodes([hash])[0]
     }
 
-    /// A node on a single descent from a root (a point lookup), which never comes back to it:
-    /// a hit in the shared cache is not also kept in this operation's own table.
-    func nodeOnPath(_ hash: Hash) async throws -> IndexNode {
-        if let cached = cache.node(hash) { return cached }
-        return try await node(hash)
+    /// Node `hash` as point reads use it (``NodeBytes``): from the store's cache of them, from
+    /// this operation's new nodes, or fetched, verified, checked and cached.
+    func nodeBytes(_ hash: Hash) async throws -> NodeBytes {
+        if hash == Store.emptyRoot.hash { return .empty }
+        if let cached = bytesCache.value(hash) { return cached }
+        // Not cached: a node this operation made may never be written.
+        if let bytes = created[hash] { return try checked(bytes, hash) }
+        let bytes = try await ObjectFetch.verified([hash], from: backend)[hash]!
+        nodesRead += 1
+        let node = try checked(bytes, hash)
+        bytesCache.insert(node, for: hash)
+        return node
+    }
+
+    private func checked(_ bytes: [UInt8], _ hash: Hash) throws -> NodeBytes {
+        do { return try NodeBytes(validating: bytes) } catch let error as ArborError {
+            throw ArborError(.corruptObject, "index node \(hash) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
+        }
     }
 
     /// The nodes `hashes` in order, fetching every missing one in a single batch.

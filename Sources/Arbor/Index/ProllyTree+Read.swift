@@ -3,16 +3,17 @@ extension ProllyTree {
     ///
     /// - Complexity: O(log n) node reads, one per level.
     static func lookup(_ key: [UInt8], root: Hash, source: NodeSource) async throws -> IndexPayload? {
-        var node = try await source.nodeOnPath(root)
+        // Through the nodes' bytes: one entry per level is wanted, not every entry decoded.
+        var node = try await source.nodeBytes(root)
         while node.level > 0 {
-            guard case .node(let child, _) = node.entries[node.childIndex(covering: key)].payload else {
-                throw ArborError(.corruptObject, "malformed index: a branch entry does not name a node")
+            let child = try node.child(covering: key)
+            let parentLevel = node.level
+            node = try await source.nodeBytes(child)
+            guard node.level == parentLevel - 1 else {
+                throw ArborError(.corruptObject, "malformed index: node \(child) is at level \(node.level) under a branch at level \(parentLevel)")
             }
-            node = try await source.nodeOnPath(child)
         }
-        guard !node.entries.isEmpty else { return nil }
-        let index = node.childIndex(covering: key)
-        return node.entries[index].key == key ? node.entries[index].payload : nil
+        return try node.payload(for: key)
     }
 
     /// The leaves that cover `keys` (sorted), each with the keys it covers, fetching each

@@ -46,16 +46,18 @@ enum ProllyTree {
 /// Byte-wise three-way comparison of keys.
 @inline(__always)
 func compareKeys(_ lhs: [UInt8], _ rhs: [UInt8]) -> Int {
-    lhs.withUnsafeBufferPointer { a in
-        rhs.withUnsafeBufferPointer { b in
-            let common = min(a.count, b.count)
-            if common > 0 {
-                let order = memcmpBytes(a.baseAddress!, b.baseAddress!, common)
-                if order != 0 { return order }
-            }
-            return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
-        }
+    lhs.withUnsafeBufferPointer { a in rhs.withUnsafeBufferPointer { b in compareKeys(a, b) } }
+}
+
+/// Byte-wise three-way comparison of keys in place.
+@inline(__always)
+func compareKeys(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {
+    let common = min(a.count, b.count)
+    if common > 0 {
+        let order = memcmpBytes(a.baseAddress!, b.baseAddress!, common)
+        if order != 0 { return order }
     }
+    return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
 }
 
 /// libc's `memcmp`, which compares a word or a vector at a time: keys of one type share a long

@@ -62,6 +62,7 @@ extension Store {
                 try await backend.delete(batch)
                 // This store's caches would otherwise go on answering for what is gone.
                 cache.forget(batch)
+                bytesCache.forget(batch)
                 versionCache.forget(batch)
                 for (hash, bytes) in objects {
                     removed[hash] = bytes

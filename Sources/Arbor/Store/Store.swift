@@ -13,8 +13,8 @@ public final class Store: Sendable {
     public struct Configuration: Sendable {
         /// The name this replica signs its commits with.
         public var replica: String
-        /// How many decoded index nodes to keep in memory (0 turns the cache off); half as many
-        /// versions are kept too.
+        /// How many decoded index nodes to keep in memory (0 turns the caches off). As many
+        /// nodes are kept as bytes for point reads (about 4 KB each), and half as many versions.
         public var nodeCacheCapacity: Int
         /// The clock commit times are read from; replace it in tests.
         public var clock: @Sendable () -> Date
@@ -38,6 +38,8 @@ public final class Store: Sendable {
     public let backend: any Backend
     public let configuration: Configuration
     let cache: NodeCache
+    /// Index nodes as point reads keep them: verified bytes, not decoded (``NodeBytes``).
+    let bytesCache: ObjectCache<NodeBytes>
     /// Versions read before: merges and exchanges walk the same recent history again and again.
     let versionCache: ObjectCache<Version>
     /// The latest time this store has signed a commit with, so its clock never runs backwards.
@@ -48,13 +50,14 @@ public final class Store: Sendable {
         self.backend = backend
         self.configuration = configuration
         self.cache = NodeCache(capacity: configuration.nodeCacheCapacity)
+        self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity)
         self.versionCache = ObjectCache(capacity: configuration.nodeCacheCapacity / 2)
     }
 
     /// Closes the backend.
     public func close() async throws { try await backend.close() }
 
-    func makeSource() -> NodeSource { NodeSource(backend: backend, cache: cache) }
+    func makeSource() -> NodeSource { NodeSource(backend: backend, cache: cache, bytesCache: bytesCache) }
 
     /// The root of the empty index.
     static let emptyRoot: (hash: Hash, bytes: [UInt8]) = {
