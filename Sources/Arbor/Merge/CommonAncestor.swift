@@ -22,6 +22,8 @@ struct CommonAncestor {
     var theirsOnly: [Version]
 
     private static let oursFlag: UInt8 = 1, theirsFlag: UInt8 = 2, staleFlag: UInt8 = 4
+    /// Marks a version waiting in the queue: kept with the flags, so one table serves both.
+    private static let queuedFlag: UInt8 = 8
 
     /// - Complexity: O(v) version reads for the `v` versions made since the fork (plus any
     ///   older versions with times later than the fork's).
@@ -32,17 +34,16 @@ struct CommonAncestor {
             result.candidates = [ours]
             return result
         }
-        var flags: [Hash: UInt8] = [ours.id: oursFlag, theirs.id: theirsFlag]
+        var flags: [Hash: UInt8] = [ours.id: oursFlag | queuedFlag, theirs.id: theirsFlag | queuedFlag]
         var queue = NewestFirstQueue()
         queue.push(ours)
         queue.push(theirs)
-        var queued: Set<Hash> = [ours.id, theirs.id]
         // Queued versions not yet marked stale: the walk ends when there are none.
         var live = 2
         var reader = HistoryReader(store.backend)
+        var unseen = [Hash]()
         while live > 0, let version = queue.pop() {
-            queued.remove(version.id)
-            var flag = flags[version.id]!
+            var flag = flags[version.id]! & ~queuedFlag
             if flag & staleFlag == 0 {
                 live -= 1
                 switch flag {
@@ -53,17 +54,21 @@ struct CommonAncestor {
                     flag |= staleFlag
                 }
             }
-            let parents = version.parents
-            let unseen = parents.filter { flags[$0] == nil }
-            for parent in parents {
-                let before = flags[parent] ?? 0
+            flags[version.id] = flag
+            unseen.removeAll(keepingCapacity: true)
+            for parent in version.parents {
+                let before: UInt8
+                if let known = flags[parent] { before = known } else { before = 0; unseen.append(parent) }
                 flags[parent] = before | flag
-                if queued.contains(parent) && before & staleFlag == 0 && flag & staleFlag != 0 { live -= 1 }
+                if before & queuedFlag != 0 && before & staleFlag == 0 && flag & staleFlag != 0 { live -= 1 }
             }
-            let fetched = unseen.isEmpty ? [] : try await store.versions(unseen, reader: &reader)
-            for parent in fetched where queued.insert(parent.id).inserted {
+            guard !unseen.isEmpty else { continue }
+            for parent in try await store.versions(unseen, reader: &reader) {
+                let parentFlags = flags[parent.id]!
+                guard parentFlags & queuedFlag == 0 else { continue }
+                flags[parent.id] = parentFlags | queuedFlag
                 queue.push(parent)
-                if flags[parent.id]! & staleFlag == 0 { live += 1 }
+                if parentFlags & staleFlag == 0 { live += 1 }
             }
         }
         result.ancestor = result.candidates.first
