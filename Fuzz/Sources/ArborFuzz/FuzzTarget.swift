@@ -11,7 +11,14 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let mode = data[0]
     let bytes = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
     switch mode % 11 {
-    case 0: _ = try? IndexNode.decode(bytes)
+    case 0:
+        // The point-read view of a node must accept exactly what the decoder accepts.
+        let node = try? IndexNode.decode(bytes)
+        let view = try? NodeBytes(validating: bytes)
+        precondition((node == nil) == (view == nil), "NodeBytes and IndexNode.decode disagree")
+        if let node, let view, node.level == 0 {
+            for entry in node.entries { precondition((try? view.payload(for: entry.key)) == entry.payload) }
+        }
     case 1: _ = try? Version.Content.decode(bytes)
     case 2: _ = try? HeadSet.decode(bytes)
     case 3:
