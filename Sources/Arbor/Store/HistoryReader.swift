@@ -98,6 +98,14 @@ extension Store {
     /// The versions `ids`, in order: from the store's cache, or decoded from what `fetch`
     /// returns for the others (checked against their hashes), and then cached.
     func versions(_ ids: [Hash], fetching fetch: ([Hash]) async throws -> [Hash: [UInt8]]) async throws -> [Version] {
+        // History walks ask for a parent or two at a time, mostly cached: no tables for those.
+        var hits = [Version]()
+        hits.reserveCapacity(ids.count)
+        for id in ids {
+            guard let version = versionCache.value(id) else { break }
+            hits.append(version)
+        }
+        if hits.count == ids.count { return hits }
         var cached = [Hash: Version]()
         var missing = [Hash]()
         for id in ids where cached[id] == nil {
