@@ -157,7 +157,8 @@ struct IndexNode: Sendable {
     }
 
     static func decode(_ bytes: [UInt8]) throws -> IndexNode {
-        var (reader, level, count) = try ByteReader.indexNode(bytes)
+        let (header, level, count) = try ByteReader.indexNode(bytes)
+        var reader = header
         var entries = [IndexEntry]()
         entries.reserveCapacity(min(count, ByteReader.reservationLimit))
         var previous: ArraySlice<UInt8>?
@@ -188,6 +189,10 @@ extension ByteReader {
     static func indexNode(_ bytes: [UInt8]) throws -> (reader: ByteReader, level: Int, count: Int) {
         guard let kind = ObjectKind.of(bytes), kind == .leaf || kind == .branch else {
             throw ArborError(.corruptObject, "malformed object: not an index node")
+        }
+        // Point reads keep offsets into a node in 32 bits (``NodeBytes``); nodes are kilobytes.
+        guard bytes.count <= Int(UInt32.max) else {
+            throw ArborError(.corruptObject, "malformed object: an index node of \(bytes.count) bytes")
         }
         var reader = ByteReader(bytes, offset: 2)
         let level = kind == .leaf ? 0 : try reader.level()

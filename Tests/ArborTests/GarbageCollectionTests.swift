@@ -30,9 +30,13 @@ import Testing
         let backend = MemoryBackend()
         let store = Store(backend: backend)
         let orphan = try await store.save(Task(id: "gone", title: "soon unreachable", done: false))
-        // Read, so that the version and its index sit in the store's caches.
+        // Read, so that the version and its index sit in the store's caches; the snapshot reads
+        // through the node caches alone, with no version lookup.
         #expect(try await store.version(orphan.id).root == orphan.root)
         #expect(try await store.value(Task.self, id: "gone", at: orphan.id) != nil)
+        let snapshot = try await store.snapshot(at: orphan.id)
+        let key = try #require(try await store.records(ofType: Task.typeName, at: orphan.id).first?.key)
+        #expect(try await snapshot.record(key) != nil)
         #expect(try await backend.compareAndSwap(ref: RefName.heads, expected: try await backend.ref(RefName.heads), new: nil))
         try await store.save(Task(id: "kept", title: "kept", done: true))
 
@@ -41,6 +45,7 @@ import Testing
         await #expect { try await store.value(Task.self, id: "gone", at: orphan.id) } throws: {
             ($0 as? ArborError)?.code == .missingObject
         }
+        await #expect { try await snapshot.record(key) } throws: { ($0 as? ArborError)?.code == .missingObject }
     }
 
     @Test func refusesADamagedStore() async throws {

@@ -102,6 +102,53 @@ import Testing
         }
     }
 
+    @Test func theWalkQueuePopsNewestFirstWhateverTheOrderOfPushes() {
+        var random = SeededGenerator(seed: 11)
+        func version(_ index: Int) -> Version {
+            // Few distinct times, so that ties broken by id are common.
+            let content = Version.Content(
+                root: Store.emptyRoot.hash, parents: [], time: HybridTime(milliseconds: UInt64.random(in: 0..<20, using: &random), counter: UInt32.random(in: 0..<3, using: &random)),
+                replica: "r\(index)", message: "", recordCount: 0)
+            return Version(id: Hash.of(content.encoded()), content: content)
+        }
+        var queue = NewestFirstQueue()
+        var reference = [Version]()
+        // Pushes and pops interleaved, so that freed slots are reused.
+        for round in 0..<400 {
+            for index in 0..<Int.random(in: 0...3, using: &random) {
+                let pushed = version(round * 4 + index)
+                queue.push(pushed)
+                reference.append(pushed)
+            }
+            for _ in 0..<Int.random(in: 0...3, using: &random) {
+                reference.sort(by: Store.newestFirst)
+                let expected = reference.isEmpty ? nil : reference.removeFirst()
+                let popped = queue.pop()
+                #expect(popped?.id == expected?.id)
+                #expect(popped?.replica == expected?.replica)
+            }
+        }
+        reference.sort(by: Store.newestFirst)
+        for expected in reference { #expect(queue.pop()?.id == expected.id) }
+        #expect(queue.pop() == nil)
+    }
+
+    @Test func versionsComeInOrderFromCacheAndBackendAlike() async throws {
+        let store = Store(backend: MemoryBackend())
+        var ids = [Hash]()
+        for index in 0..<4 { ids.append(try await store.save(Task(id: "t\(index)", title: "\(index)", done: false)).id) }
+        let fresh = Store(backend: store.backend)
+        // Nothing cached, then some (the first call cached all but ids[1]), then all: the same
+        // versions in the asked order, duplicates included.
+        let asked = [ids[2], ids[0], ids[2], ids[3]]
+        let cold = try await fresh.versions(asked)
+        #expect(cold.map(\.id) == asked)
+        let partly = try await fresh.versions([ids[1], ids[2], ids[1]])
+        #expect(partly.map(\.id) == [ids[1], ids[2], ids[1]])
+        let warm = try await fresh.versions(asked)
+        #expect(warm.map(\.id) == asked && warm == cold)
+    }
+
     @Test func mergeBaseAndLogReadManyGenerationsPerRequest() async throws {
         let counting = HistoryCountingBackend(MemoryBackend(), followsParents: true)
         let (store, versions) = try await line(of: 200, on: counting)

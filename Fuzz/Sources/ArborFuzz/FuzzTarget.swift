@@ -16,8 +16,14 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let node = try? IndexNode.decode(bytes)
         let view = try? NodeBytes(validating: bytes)
         precondition((node == nil) == (view == nil), "NodeBytes and IndexNode.decode disagree")
-        if let node, let view, node.level == 0 {
-            for entry in node.entries { precondition((try? view.payload(for: entry.key)) == entry.payload) }
+        if let node, let view {
+            for entry in node.entries {
+                if node.level == 0 {
+                    precondition((try? view.payload(for: entry.key)) == entry.payload)
+                } else if case .node(let child, _) = node.entries[node.childIndex(covering: entry.key)].payload {
+                    precondition((try? view.child(covering: entry.key)) == child)
+                }
+            }
         }
     case 1: _ = try? Version.Content.decode(bytes)
     case 2: _ = try? HeadSet.decode(bytes)

@@ -30,7 +30,8 @@ struct NodeBytes: Sendable {
     ///
     /// - Complexity: O(*m*) for *m* bytes, with two allocations.
     init(validating bytes: [UInt8]) throws {
-        var (reader, level, count) = try ByteReader.indexNode(bytes)
+        let (header, level, count) = try ByteReader.indexNode(bytes)
+        var reader = header
         var bounds = [UInt32]()
         bounds.reserveCapacity(2 * min(count, ByteReader.reservationLimit))
         try bytes.withUnsafeBufferPointer { buffer in

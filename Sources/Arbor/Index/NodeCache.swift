@@ -1,8 +1,9 @@
 import Foundation
 import Synchronization
 
-/// A bounded cache of decoded objects, shared by every operation of a store: index nodes
-/// (``NodeCache``) and versions.
+/// A bounded cache of objects as a store uses them, shared by every operation of the store:
+/// decoded index nodes (``NodeCache``), index nodes as point reads keep them (``NodeBytes``),
+/// and versions.
 ///
 /// Objects are immutable, so a cached value can never be stale; only garbage collection, which
 /// deletes objects, must ``forget(_:)`` them. Eviction is by generations: when
@@ -73,7 +74,7 @@ final class NodeSource {
     private(set) var nodesRead = 0
     /// The bytes of the nodes this operation created, by hash, not yet written.
     private(set) var created: [Hash: [UInt8]] = [:]
-    /// Every node this operation created or read: an operation never reads a node twice.
+    /// Every decoded node this operation created or read: it never decodes a node twice.
     private var local: [Hash: IndexNode] = [:]
 
     /// The store's nodes as point reads keep them (``nodeBytes(_:)``).

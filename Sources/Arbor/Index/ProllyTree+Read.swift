@@ -9,9 +9,7 @@ extension ProllyTree {
             let child = try node.child(covering: key)
             let parentLevel = node.level
             node = try await source.nodeBytes(child)
-            guard node.level == parentLevel - 1 else {
-                throw ArborError(.corruptObject, "malformed index: node \(child) is at level \(node.level) under a branch at level \(parentLevel)")
-            }
+            guard node.level == parentLevel - 1 else { throw wrongLevel(child, node.level, under: parentLevel) }
         }
         return try node.payload(for: key)
     }
@@ -24,7 +22,7 @@ extension ProllyTree {
         covering keys: ArraySlice<[UInt8]>, root: IndexNode, source: NodeSource
     ) async throws -> [(leaf: IndexNode, keys: ArraySlice<[UInt8]>)] {
         var frontier = [(leaf: root, keys: keys)]
-        while let first = frontier.first, first.leaf.level > 0 {
+        while let level = frontier.first?.leaf.level, level > 0 {
             var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
             for (node, nodeKeys) in frontier {
                 var start = nodeKeys.startIndex
@@ -43,9 +41,17 @@ extension ProllyTree {
                 }
             }
             let nodes = try await source.nodes(next.map(\.hash))
+            for (node, child) in zip(nodes, next) where node.level != level - 1 {
+                throw wrongLevel(child.hash, node.level, under: level)
+            }
             frontier = zip(nodes, next).map { (leaf: $0, keys: $1.keys) }
         }
         return frontier
+    }
+
+    /// A tree whose node `hash` is not one level below its parent: no descent may mix levels.
+    private static func wrongLevel(_ hash: Hash, _ level: Int, under parentLevel: Int) -> ArborError {
+        ArborError(.corruptObject, "malformed index: node \(hash) is at level \(level) under a branch at level \(parentLevel)")
     }
 
     /// The payloads stored under `keys` (sorted), fetching each level's nodes in one batch.

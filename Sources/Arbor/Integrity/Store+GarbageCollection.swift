@@ -60,10 +60,7 @@ extension Store {
             for batch in candidates.chunks(of: Transfer.requestSize) {
                 let objects = try await backend.get(batch)
                 try await backend.delete(batch)
-                // This store's caches would otherwise go on answering for what is gone.
-                cache.forget(batch)
-                bytesCache.forget(batch)
-                versionCache.forget(batch)
+                forgetCached(batch)
                 for (hash, bytes) in objects {
                     removed[hash] = bytes
                     report.removedBytes += bytes.count
@@ -75,10 +72,22 @@ extension Store {
             try await Task.sleep(for: min(gracePeriod, .seconds(2)))
             report.rescued += try await rescue(&walk, from: &removed)
             report.removedObjects -= report.rescued
+            // Again: a read that fetched an object just before its batch was deleted may have
+            // cached it since.
+            forgetCached(removed.keys)
         }
         report.reachableObjects = walk.reached.count
         report.seconds = started.secondsUntilNow
         return report
+    }
+
+    /// Drops `hashes` from this store's caches, which would otherwise go on answering for what
+    /// is gone. Other stores on the same backend (other processes too) are not told: they may
+    /// still answer from their caches for objects that were deleted.
+    private func forgetCached(_ hashes: some Collection<Hash>) {
+        cache.forget(hashes)
+        bytesCache.forget(hashes)
+        versionCache.forget(hashes)
     }
 
     /// Marks again from the refs; writes back every removed object the refs now reach, with the

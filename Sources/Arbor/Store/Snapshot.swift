@@ -1,6 +1,7 @@
 /// One version of a store opened for reading: its index root is resolved once, so every read
 /// costs only its index lookups. Cheap to make, `Sendable`, and valid for as long as the store
-/// is open — versions are immutable.
+/// is open and the version is kept — versions are immutable, but garbage collection removes
+/// those no ref reaches.
 ///
 /// ```swift
 /// let snapshot = try await store.snapshot()          // the newest head
@@ -14,7 +15,7 @@ public struct Snapshot: Sendable {
 
     /// The record `key`, or `nil`.
     ///
-    /// - Complexity: O(log n) node reads, most of them from the store's node cache.
+    /// - Complexity: O(log n) node reads, most of them from the store's cache of node bytes.
     public func record(_ key: RecordKey) async throws -> Record? {
         let keyBytes = key.indexBytes
         guard let payload = try await ProllyTree.lookup(keyBytes, root: root, source: store.makeSource()) else { return nil }
