@@ -178,6 +178,23 @@ import Testing
         #expect(nodes.node(root) == nil, "point reads keep nodes as bytes, not decoded")
     }
 
+    @Test func aPointReadAfterACommitReadsNothingFromTheBackend() async throws {
+        let backend = CountingBackend()
+        let nodes = NodeCache(capacity: 4_096)
+        let kept = ObjectCache<NodeBytes>(capacity: 4_096)
+        let writer = NodeSource(backend: backend, cache: nodes, bytesCache: kept)
+        _ = writer.create(.empty)
+        let edits = (0..<5_000).map { IndexEdit(key: IndexTests.key($0), payload: IndexTests.payload($0)) }
+        let root = try await ProllyTree.apply(edits, to: Store.emptyRoot.hash, source: writer)
+        try await backend.put(writer.newObjects(reachableFrom: root))
+        backend.reset()
+        for index in stride(from: 0, to: 5_000, by: 499) {
+            let reader = NodeSource(backend: backend, cache: nodes, bytesCache: kept)
+            #expect(try await ProllyTree.lookup(IndexTests.key(index), root: root, source: reader) == IndexTests.payload(index))
+        }
+        #expect(backend.objectsRead == 0, "the commit's nodes are at hand")
+    }
+
     @Test func aChildAtTheWrongLevelIsAClearError() async throws {
         let backend = MemoryBackend()
         let inner = IndexNode(level: 1, entries: [IndexEntry(key: IndexTests.key(5), payload: .node(Hash.of(IndexNode.empty.encoded()), count: 0))])

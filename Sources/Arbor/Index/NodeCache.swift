@@ -94,15 +94,23 @@ final class NodeSource {
     }
 
     /// Node `hash` as point reads use it (``NodeBytes``): from the store's cache of them, from
-    /// this operation's new nodes, or fetched, verified, checked and cached.
+    /// this operation's new nodes, encoded again from the store's decoded nodes, or fetched,
+    /// verified, checked and cached.
     func nodeBytes(_ hash: Hash) async throws -> NodeBytes {
         if hash == Store.emptyRoot.hash { return .empty }
         if let cached = bytesCache.value(hash) { return cached }
         // Not cached: a node this operation made may never be written.
         if let bytes = created[hash] { return try checked(bytes, hash) }
-        let bytes = try await ObjectFetch.verified([hash], from: backend)[hash]!
-        nodesRead += 1
-        let node = try checked(bytes, hash)
+        let node: NodeBytes
+        if let decoded = cache.node(hash) {
+            // Decoded lately, or written by a commit of this store: the encoding is canonical,
+            // so encoding it again gives its bytes without a round trip (read after write).
+            node = try checked(decoded.encoded(), hash)
+        } else {
+            let bytes = try await ObjectFetch.verified([hash], from: backend)[hash]!
+            nodesRead += 1
+            node = try checked(bytes, hash)
+        }
         bytesCache.insert(node, for: hash)
         return node
     }
