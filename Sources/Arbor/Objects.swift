@@ -161,24 +161,14 @@ struct IndexNode: Sendable {
         var reader = header
         var entries = [IndexEntry]()
         entries.reserveCapacity(min(count, ByteReader.reservationLimit))
-        var previous: ArraySlice<UInt8>?
-        for _ in 0..<count {
-            let key = try reader.slice()
-            if let previous, !previous.lexicographicallyPrecedes(key) { throw reader.corrupt("keys out of order") }
-            previous = key
-            let payload: IndexPayload
-            if level == 0 {
-                switch try reader.byte() {
-                case 0: payload = .inline(Array(try reader.slice()))
-                case 1: payload = .blob(try reader.hash())
-                default: throw reader.corrupt("unknown leaf payload")
-                }
-            } else {
-                payload = .node(try reader.hash(), count: try reader.varint())
+        try reader.indexEntries(level: level, count: count) { key, payload in
+            let decoded: IndexPayload = switch payload {
+            case .inline(let record): .inline(Array(bytes[record]))
+            case .blob(let hash): .blob(hash)
+            case .node(let hash, let count): .node(hash, count: count)
             }
-            entries.append(IndexEntry(key: Array(key), payload: payload))
+            entries.append(IndexEntry(key: Array(bytes[key]), payload: decoded))
         }
-        try reader.expectEnd()
         return IndexNode(level: level, entries: entries)
     }
 }
@@ -201,6 +191,45 @@ extension ByteReader {
         // branch's entries without looking, so an empty branch is refused here.
         if kind == .branch && count == 0 { throw reader.corrupt("empty branch") }
         return (reader, level, count)
+    }
+
+    /// What an index entry holds after its key, read in place: an inline record is left where
+    /// it lies.
+    enum IndexEntryPayload {
+        case inline(Range<Int>)
+        case blob(Hash)
+        case node(Hash, count: UInt64)
+    }
+
+    /// Reads the `count` entries of a node at `level` that follow its header (``indexNode(_:)``),
+    /// checking what every decoder of nodes checks: keys strictly increasing, payloads of a known
+    /// form, nothing after the last entry. Hands each entry's key (where it lies) and payload to
+    /// `body`.
+    ///
+    /// - Complexity: O(*m*) for *m* bytes.
+    mutating func indexEntries(level: Int, count: Int, _ body: (_ key: Range<Int>, _ payload: IndexEntryPayload) throws -> Void) throws {
+        let bytes = self.bytes
+        try bytes.withUnsafeBufferPointer { buffer in
+            var previous: UnsafeBufferPointer<UInt8>?
+            for _ in 0..<count {
+                let key = try slice().indices
+                let keyBytes = UnsafeBufferPointer(rebasing: buffer[key])
+                if let previous, compareKeys(previous, keyBytes) >= 0 { throw corrupt("keys out of order") }
+                previous = keyBytes
+                let payload: IndexEntryPayload
+                if level == 0 {
+                    switch try byte() {
+                    case 0: payload = .inline(try slice().indices)
+                    case 1: payload = .blob(try hash())
+                    default: throw corrupt("unknown leaf payload")
+                    }
+                } else {
+                    payload = .node(try hash(), count: try varint())
+                }
+                try body(key, payload)
+            }
+        }
+        try expectEnd()
     }
 }
 

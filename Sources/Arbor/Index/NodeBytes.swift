@@ -6,8 +6,9 @@
 /// decoded branch chases a pointer per probe. Here the binary search runs over the bytes as
 /// stored and only the entry found is decoded.
 ///
-/// Built only by ``init(validating:)``, which checks the node as ``IndexNode/decode(_:)`` does,
-/// so a node is refused the same way on either path.
+/// Built only by ``init(validating:)``, which checks the node with the same reader as
+/// ``IndexNode/decode(_:)`` (``ByteReader/indexEntries(level:count:_:)``), so a node is refused
+/// the same way on either path.
 struct NodeBytes: Sendable {
     let bytes: [UInt8]
     /// 0 for a leaf.
@@ -34,28 +35,10 @@ struct NodeBytes: Sendable {
         var reader = header
         var bounds = [UInt32]()
         bounds.reserveCapacity(2 * min(count, ByteReader.reservationLimit))
-        try bytes.withUnsafeBufferPointer { buffer in
-            var previous: UnsafeBufferPointer<UInt8>?
-            for _ in 0..<count {
-                let key = try reader.slice()
-                bounds.append(UInt32(key.startIndex))
-                bounds.append(UInt32(key.endIndex))
-                let keyBytes = UnsafeBufferPointer(rebasing: buffer[key.startIndex..<key.endIndex])
-                if let previous, compareKeys(previous, keyBytes) >= 0 { throw reader.corrupt("keys out of order") }
-                previous = keyBytes
-                if level == 0 {
-                    switch try reader.byte() {
-                    case 0: _ = try reader.slice()
-                    case 1: _ = try reader.hash()
-                    default: throw reader.corrupt("unknown leaf payload")
-                    }
-                } else {
-                    _ = try reader.hash()
-                    _ = try reader.varint()
-                }
-            }
+        try reader.indexEntries(level: level, count: count) { key, _ in
+            bounds.append(UInt32(key.lowerBound))
+            bounds.append(UInt32(key.upperBound))
         }
-        try reader.expectEnd()
         self.bytes = bytes
         self.level = level
         self.keyBounds = bounds

@@ -116,7 +116,12 @@ final class NodeSource {
     }
 
     private func checked(_ bytes: [UInt8], _ hash: Hash) throws -> NodeBytes {
-        do { return try NodeBytes(validating: bytes) } catch let error as ArborError {
+        try decoding(hash) { try NodeBytes(validating: bytes) }
+    }
+
+    /// Runs `decode` on node `hash`, naming the node and the backend if it fails.
+    private func decoding<Node>(_ hash: Hash, _ decode: () throws -> Node) throws -> Node {
+        do { return try decode() } catch let error as ArborError {
             throw ArborError(.corruptObject, "index node \(hash) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
         }
     }
@@ -133,10 +138,7 @@ final class NodeSource {
             let fetched = try await ObjectFetch.verified(missing, from: backend)
             nodesRead += missing.count
             for hash in missing {
-                let node: IndexNode
-                do { node = try IndexNode.decode(fetched[hash]!) } catch let error as ArborError {
-                    throw ArborError(.corruptObject, "index node \(hash) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
-                }
+                let node = try decoding(hash) { try IndexNode.decode(fetched[hash]!) }
                 cache.insert(node, for: hash)
                 local[hash] = node
                 found[hash] = node

@@ -101,14 +101,12 @@ extension Store {
         // History walks ask for a parent or two at a time, mostly cached: no tables for those.
         var hits = [Version]()
         hits.reserveCapacity(ids.count)
-        for id in ids {
-            guard let version = versionCache.value(id) else { break }
-            hits.append(version)
-        }
+        while hits.count < ids.count, let version = versionCache.value(ids[hits.count]) { hits.append(version) }
         if hits.count == ids.count { return hits }
-        var cached = [Hash: Version]()
+        // The hits so far go into the table as they are, not looked up again.
+        var cached = Dictionary(zip(ids, hits), uniquingKeysWith: { first, _ in first })
         var missing = [Hash]()
-        for id in ids where cached[id] == nil {
+        for id in ids[hits.count...] where cached[id] == nil {
             if let version = versionCache.value(id) { cached[id] = version } else { missing.append(id) }
         }
         let objects = missing.isEmpty ? [:] : try await fetch(missing)
