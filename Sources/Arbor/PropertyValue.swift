@@ -34,7 +34,7 @@ public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
         case (.bool(let a), .bool(let b)): a == b
         case (.int(let a), .int(let b)): a == b
         case (.double(let a), .double(let b)): canonicalBits(a) == canonicalBits(b)
-        case (.string(let a), .string(let b)): a.utf8.elementsEqual(b.utf8)
+        case (.string(let a), .string(let b)): utf8Equal(a, b)
         case (.date(let a), .date(let b)):
             canonicalBits(a.timeIntervalSinceReferenceDate) == canonicalBits(b.timeIntervalSinceReferenceDate)
         case (.bytes(let a), .bytes(let b)): a == b
@@ -90,5 +90,20 @@ public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
 /// Orders strings by their UTF-8 bytes: the one ordering used wherever bytes must be canonical.
 @inline(__always)
 func utf8Less(_ lhs: String, _ rhs: String) -> Bool {
-    lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
+    let order = lhs.utf8.withContiguousStorageIfAvailable { a in
+        rhs.utf8.withContiguousStorageIfAvailable { b in compareKeys(a, b) < 0 }
+    }
+    return (order ?? nil) ?? lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
+}
+
+/// Whether two strings have the same UTF-8 bytes (`==` on `String` compares canonical
+/// equivalence instead). Compares in place with `memcmp`: record keys are compared on every
+/// dictionary probe of a merge, where a byte-at-a-time loop cost a tenth of the time.
+@inline(__always)
+func utf8Equal(_ lhs: String, _ rhs: String) -> Bool {
+    guard lhs.utf8.count == rhs.utf8.count else { return false }
+    let equal = lhs.utf8.withContiguousStorageIfAvailable { a in
+        rhs.utf8.withContiguousStorageIfAvailable { b in compareKeys(a, b) == 0 }
+    }
+    return (equal ?? nil) ?? lhs.utf8.elementsEqual(rhs.utf8)
 }

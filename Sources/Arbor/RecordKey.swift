@@ -14,12 +14,12 @@ public struct RecordKey: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     public static func < (lhs: RecordKey, rhs: RecordKey) -> Bool {
-        if lhs.type.utf8.elementsEqual(rhs.type.utf8) { return utf8Less(lhs.id, rhs.id) }
+        if utf8Equal(lhs.type, rhs.type) { return utf8Less(lhs.id, rhs.id) }
         return utf8Less(lhs.type, rhs.type)
     }
 
     public static func == (lhs: RecordKey, rhs: RecordKey) -> Bool {
-        lhs.type.utf8.elementsEqual(rhs.type.utf8) && lhs.id.utf8.elementsEqual(rhs.id.utf8)
+        utf8Equal(lhs.type, rhs.type) && utf8Equal(lhs.id, rhs.id)
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -212,6 +212,19 @@ import Testing
         if (nodeBytes != nil) != (node != nil) { tally.fail(bytes, "NodeBytes and IndexNode.decode disagree") }
         if let nodeBytes, let node {
             if nodeBytes.level != node.level { tally.fail(bytes, "NodeBytes reads another level") }
+            if nodeBytes.count != node.entries.count { tally.fail(bytes, "NodeBytes counts other entries") }
+            // The diff's view: every entry in place, and comparisons that agree with the decoded entries.
+            for (index, entry) in node.entries.enumerated() where index < nodeBytes.count {
+                let payload = try nodeBytes.payload(at: index)
+                if nodeBytes.key(at: index) != entry.key || payload != entry.payload {
+                    tally.fail(bytes, "NodeBytes reads entry \(index) otherwise")
+                }
+                let other = (index + 1) % node.entries.count
+                if nodeBytes.compareKey(index, with: nodeBytes, other) != compareKeys(entry.key, node.entries[other].key)
+                    || nodeBytes.hasSamePayload(index, as: nodeBytes, other) != (entry.payload == node.entries[other].payload) {
+                    tally.fail(bytes, "NodeBytes compares entries \(index) and \(other) otherwise")
+                }
+            }
             for entry in node.entries {
                 for probe in [entry.key, entry.key + [0x00], Array(entry.key.dropLast())] {
                     if node.level == 0 {

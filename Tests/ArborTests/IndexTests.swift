@@ -206,6 +206,7 @@ import Testing
         }
         await #expect(performing: { try await ProllyTree.lookup(IndexTests.key(1), root: Hash.of(outer.encoded()), source: source) }, throws: isWrongLevel)
         await #expect(performing: { try await ProllyTree.lookup([IndexTests.key(1)], root: Hash.of(outer.encoded()), source: source) }, throws: isWrongLevel)
+        await #expect(performing: { try await ProllyTree.diff(Store.emptyRoot.hash, Hash.of(outer.encoded()), source: source) }, throws: isWrongLevel)
     }
 
     @Test func diffReadsOnlyDifferingNodes() async throws {
@@ -231,6 +232,51 @@ import Testing
         backend.reset()
         #expect(try await ProllyTree.diff(base, base, source: makeSource(backend)).isEmpty)
         #expect(backend.objectsRead == 0, "equal roots are compared without a read")
+    }
+
+    @Test func diffAgreesWithAReferenceOverRandomEdits() async throws {
+        let backend = MemoryBackend()
+        var random = SeededGenerator(seed: 11)
+        var state = [Int: Int]()
+        for index in 0..<3_000 where Bool.random(using: &random) { state[index] = 0 }
+        try await backend.put([Store.emptyRoot])
+        var root = try await apply(state.keys.map { IndexEdit(key: IndexTests.key($0), payload: IndexTests.payload($0)) }, to: Store.emptyRoot.hash, backend: backend)
+        func expected(from old: [Int: Int], to new: [Int: Int]) -> [IndexDifference] {
+            Set(old.keys).union(new.keys).sorted().compactMap { index in
+                let before = old[index].map { IndexTests.payload(index, version: $0) }
+                let after = new[index].map { IndexTests.payload(index, version: $0) }
+                return before == after ? nil : IndexDifference(key: IndexTests.key(index), old: before, new: after)
+            }
+        }
+        func same(_ a: [IndexDifference], _ b: [IndexDifference]) -> Bool {
+            a.count == b.count && zip(a, b).allSatisfy { $0.key == $1.key && $0.old == $1.old && $0.new == $1.new }
+        }
+        // Rounds of inserts, deletes and updates, from one change to a third of the keys; the last
+        // round empties the tree.
+        for (round, changes) in [1, 5, 40, 300, 1_000, -1].enumerated() {
+            var next = state
+            if changes < 0 {
+                next = [:]
+            } else {
+                for _ in 0..<changes {
+                    let index = Int.random(in: 0..<3_500, using: &random)
+                    switch Int.random(in: 0..<3, using: &random) {
+                    case 0: next[index] = nil
+                    default: next[index] = round + 1
+                    }
+                }
+            }
+            let edits = Set(state.keys).union(next.keys).filter { state[$0] != next[$0] }.map { index in
+                IndexEdit(key: IndexTests.key(index), payload: next[index].map { IndexTests.payload(index, version: $0) })
+            }
+            let nextRoot = try await apply(edits, to: root, backend: backend)
+            let forward = try await ProllyTree.diff(root, nextRoot, source: makeSource(backend))
+            let backward = try await ProllyTree.diff(nextRoot, root, source: makeSource(backend))
+            #expect(same(forward, expected(from: state, to: next)), "round \(round): the diff differs from the reference")
+            #expect(same(backward, expected(from: next, to: state)), "round \(round): the reverse diff differs from the reference")
+            (state, root) = (next, nextRoot)
+        }
+        #expect(root == Store.emptyRoot.hash)
     }
 
     @Test func diffFindsAddedAndRemovedKeys() async throws {

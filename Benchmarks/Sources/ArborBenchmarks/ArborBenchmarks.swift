@@ -76,7 +76,9 @@ struct ArborBenchmarks {
                     }
                     try await PostgresBenchmark(records: records).run(url: url)
                 case "merge":
-                    try await MergeBenchmark(sizes: [10_000, 1_000_000], changes: 100).run()
+                    for engine in adapters == ["memory", "json"] ? ["memory"] : adapters {
+                        try await MergeBenchmark(sizes: [10_000, 1_000_000], changes: 100, engine: engine).run()
+                    }
                 case "sync":
                     try await SyncBenchmark().run()
                 case "transfer":

@@ -17,7 +17,12 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let view = try? NodeBytes(validating: bytes)
         precondition((node == nil) == (view == nil), "NodeBytes and IndexNode.decode disagree")
         if let node, let view {
-            for entry in node.entries {
+            precondition(view.count == node.entries.count)
+            for (index, entry) in node.entries.enumerated() {
+                precondition(view.key(at: index) == entry.key && (try? view.payload(at: index)) == entry.payload)
+                let other = (index + 1) % node.entries.count
+                precondition(view.compareKey(index, with: view, other) == compareKeys(entry.key, node.entries[other].key))
+                precondition(view.hasSamePayload(index, as: view, other) == (entry.payload == node.entries[other].payload))
                 if node.level == 0 {
                     precondition((try? view.payload(for: entry.key)) == entry.payload)
                 } else if case .node(let child, _) = node.entries[node.childIndex(covering: entry.key)].payload {

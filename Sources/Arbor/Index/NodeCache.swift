@@ -76,6 +76,9 @@ final class NodeSource {
     private(set) var created: [Hash: [UInt8]] = [:]
     /// Every decoded node this operation created or read: it never decodes a node twice.
     private var local: [Hash: IndexNode] = [:]
+    /// Every node this operation read as ``NodeBytes``: it never fetches a node twice, whatever
+    /// the store's caches hold.
+    private var localBytes: [Hash: NodeBytes] = [:]
 
     /// The store's nodes as point reads keep them (``nodeBytes(_:)``).
     let bytesCache: ObjectCache<NodeBytes>
@@ -93,16 +96,20 @@ final class NodeSource {
         return try await nodes([hash])[0]
     }
 
-    /// Node `hash` as point reads use it (``NodeBytes``): from the store's cache of them, from
-    /// this operation's new nodes, encoded again from the store's decoded nodes, or fetched,
-    /// verified, checked and cached.
+    /// Node `hash` as point reads and diffs use it (``NodeBytes``): from this operation's reads,
+    /// from the store's cache of them, from this operation's new nodes, encoded again from a
+    /// decoded node, or fetched, verified, checked and cached.
     func nodeBytes(_ hash: Hash) async throws -> NodeBytes {
         if hash == Store.emptyRoot.hash { return .empty }
-        if let cached = bytesCache.value(hash) { return cached }
+        if let node = localBytes[hash] { return node }
+        if let cached = bytesCache.value(hash) {
+            localBytes[hash] = cached
+            return cached
+        }
         // Not cached: a node this operation made may never be written.
         if let bytes = created[hash] { return try checked(bytes, hash) }
         let node: NodeBytes
-        if let decoded = cache.node(hash) {
+        if let decoded = local[hash] ?? cache.node(hash) {
             // Decoded lately, or written by a commit of this store: the encoding is canonical,
             // so encoding it again gives its bytes without a round trip (read after write).
             node = try checked(decoded.encoded(), hash)
@@ -112,7 +119,35 @@ final class NodeSource {
             node = try checked(bytes, hash)
         }
         bytesCache.insert(node, for: hash)
+        localBytes[hash] = node
         return node
+    }
+
+    /// The nodes `hashes` as ``NodeBytes``, in order, fetching every missing one in a single
+    /// batch: one round trip per level of a batched lookup on remote engines.
+    func nodeBytes(_ hashes: [Hash]) async throws -> [NodeBytes] {
+        var missing = [Hash]()
+        for hash in hashes where hash != Store.emptyRoot.hash && localBytes[hash] == nil {
+            if let cached = bytesCache.value(hash) {
+                localBytes[hash] = cached
+            } else if created[hash] == nil && local[hash] == nil && cache.node(hash) == nil {
+                missing.append(hash)
+            }
+        }
+        if !missing.isEmpty {
+            let fetched = try await ObjectFetch.verified(Array(Set(missing)), from: backend)
+            nodesRead += fetched.count
+            for (hash, bytes) in fetched {
+                let node = try checked(bytes, hash)
+                bytesCache.insert(node, for: hash)
+                localBytes[hash] = node
+            }
+        }
+        var result = [NodeBytes]()
+        result.reserveCapacity(hashes.count)
+        // What is left comes without a fetch: made by this operation, or decoded lately.
+        for hash in hashes { result.append(try await nodeBytes(hash)) }
+        return result
     }
 
     private func checked(_ bytes: [UInt8], _ hash: Hash) throws -> NodeBytes {
@@ -132,7 +167,16 @@ final class NodeSource {
         var missing = [Hash]()
         for hash in hashes where found[hash] == nil {
             if hash == Store.emptyRoot.hash { found[hash] = .empty; continue }
-            if let node = local[hash] ?? cache.node(hash) { found[hash] = node } else { missing.append(hash) }
+            if let node = local[hash] ?? cache.node(hash) {
+                found[hash] = node
+            } else if let read = localBytes[hash] ?? bytesCache.value(hash) {
+                // Read as bytes by this operation (a diff) or a point read: decode, do not fetch.
+                let node = try decoding(hash) { try IndexNode.decode(read.bytes) }
+                local[hash] = node
+                found[hash] = node
+            } else {
+                missing.append(hash)
+            }
         }
         if !missing.isEmpty {
             let fetched = try await ObjectFetch.verified(missing, from: backend)

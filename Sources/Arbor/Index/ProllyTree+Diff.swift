@@ -15,58 +15,73 @@ extension ProllyTree {
     /// - Complexity: O(k log n) node reads for `k` differences; none when the roots are equal.
     static func diff(_ old: Hash, _ new: Hash, source: NodeSource) async throws -> [IndexDifference] {
         guard old != new else { return [] }
+        // Nodes are read as bytes and compared in place; only differing entries are decoded.
+        // An item is a subtree not yet read, or entry `index` of the node in `nodes[slot]`.
         enum Item {
             case node(Hash, level: Int)
-            case entry(IndexEntry)
+            case entry(slot: Int, index: Int)
             var level: Int { if case .node(_, let level) = self { level } else { -1 } }
         }
-        let oldRoot = try await source.node(old)
-        let newRoot = try await source.node(new)
+        var nodes = [NodeBytes]()
+        let oldRoot = try await source.nodeBytes(old)
+        let newRoot = try await source.nodeBytes(new)
         // Stacks: the head of each sequence is the last element.
-        var left: [Item] = [.node(old, level: oldRoot.level)]
-        var right: [Item] = [.node(new, level: newRoot.level)]
+        // Sized once for a few levels of children: growing a stack step by step reallocated it
+        // on every diff, and large allocations are slow in a heap of millions of small ones.
+        var left = [Item](), right = [Item]()
+        left.reserveCapacity(256)
+        right.reserveCapacity(256)
+        left.append(.node(old, level: oldRoot.level))
+        right.append(.node(new, level: newRoot.level))
         var differences = [IndexDifference]()
 
         func expand(_ stack: inout [Item]) async throws {
-            guard case .node(let hash, _) = stack.removeLast() else { return }
-            let node = try await source.node(hash)
-            for entry in node.entries.reversed() {
-                if node.level == 0 {
-                    stack.append(.entry(entry))
-                } else if case .node(let child, _) = entry.payload {
-                    stack.append(.node(child, level: node.level - 1))
-                }
+            guard case .node(let hash, let level) = stack.removeLast() else { return }
+            let node = try await source.nodeBytes(hash)
+            guard node.level == level else { throw wrongLevel(hash, node.level, under: level + 1) }
+            if level == 0 {
+                nodes.append(node)
+                for index in stride(from: node.count - 1, through: 0, by: -1) { stack.append(.entry(slot: nodes.count - 1, index: index)) }
+            } else {
+                for index in stride(from: node.count - 1, through: 0, by: -1) { stack.append(.node(try node.child(at: index), level: level - 1)) }
             }
+        }
+        func difference(_ item: (slot: Int, index: Int), old isOld: Bool) throws -> IndexDifference {
+            let node = nodes[item.slot]
+            let payload = try node.payload(at: item.index)
+            return IndexDifference(key: node.key(at: item.index), old: isOld ? payload : nil, new: isOld ? nil : payload)
         }
 
         while true {
             switch (left.last, right.last) {
             case (nil, nil):
                 return differences
-            case (.some(let item), nil):
-                if case .entry(let entry) = item {
-                    differences.append(IndexDifference(key: entry.key, old: entry.payload, new: nil))
-                    left.removeLast()
-                } else { try await expand(&left) }
-            case (nil, .some(let item)):
-                if case .entry(let entry) = item {
-                    differences.append(IndexDifference(key: entry.key, old: nil, new: entry.payload))
-                    right.removeLast()
-                } else { try await expand(&right) }
-            case (.some(.entry(let a)), .some(.entry(let b))):
-                let order = compareKeys(a.key, b.key)
+            case (.entry(let slot, let index)?, nil):
+                differences.append(try difference((slot, index), old: true))
+                left.removeLast()
+            case (.node?, nil):
+                try await expand(&left)
+            case (nil, .entry(let slot, let index)?):
+                differences.append(try difference((slot, index), old: false))
+                right.removeLast()
+            case (nil, .node?):
+                try await expand(&right)
+            case (.entry(let a, let i)?, .entry(let b, let j)?):
+                let order = nodes[a].compareKey(i, with: nodes[b], j)
                 if order < 0 {
-                    differences.append(IndexDifference(key: a.key, old: a.payload, new: nil))
+                    differences.append(try difference((a, i), old: true))
                     left.removeLast()
                 } else if order > 0 {
-                    differences.append(IndexDifference(key: b.key, old: nil, new: b.payload))
+                    differences.append(try difference((b, j), old: false))
                     right.removeLast()
                 } else {
-                    if a.payload != b.payload { differences.append(IndexDifference(key: a.key, old: a.payload, new: b.payload)) }
+                    if !nodes[a].hasSamePayload(i, as: nodes[b], j) {
+                        differences.append(IndexDifference(key: nodes[a].key(at: i), old: try nodes[a].payload(at: i), new: try nodes[b].payload(at: j)))
+                    }
                     left.removeLast()
                     right.removeLast()
                 }
-            case (.some(let a), .some(let b)):
+            case (let a?, let b?):
                 if case .node(let x, _) = a, case .node(let y, _) = b, x == y {
                     left.removeLast()
                     right.removeLast()

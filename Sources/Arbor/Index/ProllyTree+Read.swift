@@ -25,19 +25,14 @@ extension ProllyTree {
         while let level = frontier.first?.leaf.level, level > 0 {
             var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
             for (node, nodeKeys) in frontier {
-                var start = nodeKeys.startIndex
-                while start < nodeKeys.endIndex {
-                    let index = node.childIndex(covering: nodeKeys[start])
-                    // The last child also covers every key past the node's last key.
-                    let isLast = index == node.entries.count - 1
-                    let limit = node.entries[index].key
-                    var end = start + 1
-                    while end < nodeKeys.endIndex, isLast || compareKeys(nodeKeys[end], limit) <= 0 { end += 1 }
+                let groups = partition(nodeKeys, lastIndex: node.entries.count - 1, childIndex: node.childIndex(covering:)) {
+                    compareKeys(node.entries[$0].key, $1) >= 0
+                }
+                for (index, childKeys) in groups {
                     guard case .node(let child, _) = node.entries[index].payload else {
                         throw ArborError(.corruptObject, "malformed index: a branch entry does not name a node")
                     }
-                    next.append((child, nodeKeys[start..<end]))
-                    start = end
+                    next.append((child, childKeys))
                 }
             }
             let nodes = try await source.nodes(next.map(\.hash))
@@ -49,23 +44,59 @@ extension ProllyTree {
         return frontier
     }
 
+    /// Splits `keys` (sorted) among the children of a branch whose last entry is `lastIndex`:
+    /// each child that covers some of them, by index, with the keys it covers. `reaches(i, key)`
+    /// tells whether entry `i`'s key is at least `key`.
+    ///
+    /// - Complexity: O(k + c log e) for `k` keys spread over `c` children of `e` entries.
+    @inline(__always)
+    private static func partition(
+        _ keys: ArraySlice<[UInt8]>, lastIndex: Int, childIndex: ([UInt8]) -> Int, reaches: (Int, [UInt8]) -> Bool
+    ) -> [(index: Int, keys: ArraySlice<[UInt8]>)] {
+        var groups = [(index: Int, keys: ArraySlice<[UInt8]>)]()
+        var start = keys.startIndex
+        while start < keys.endIndex {
+            let index = childIndex(keys[start])
+            // The last child also covers every key past the node's last key.
+            var end = start + 1
+            while end < keys.endIndex, index == lastIndex || reaches(index, keys[end]) { end += 1 }
+            groups.append((index, keys[start..<end]))
+            start = end
+        }
+        return groups
+    }
+
     /// A tree whose node `hash` is not one level below its parent: no descent may mix levels.
-    private static func wrongLevel(_ hash: Hash, _ level: Int, under parentLevel: Int) -> ArborError {
+    static func wrongLevel(_ hash: Hash, _ level: Int, under parentLevel: Int) -> ArborError {
         ArborError(.corruptObject, "malformed index: node \(hash) is at level \(level) under a branch at level \(parentLevel)")
     }
 
     /// The payloads stored under `keys` (sorted), fetching each level's nodes in one batch.
     ///
+    /// Like a point read, it searches the nodes' bytes (``NodeBytes``) and decodes only the
+    /// entries it finds.
+    ///
     /// - Complexity: O(k log n) node reads for `k` keys in a tree of `n` records.
     static func lookup(_ keys: [[UInt8]], root rootHash: Hash, source: NodeSource) async throws -> [[UInt8]: IndexPayload] {
         guard !keys.isEmpty else { return [:] }
-        var result = [[UInt8]: IndexPayload]()
-        for (leaf, leafKeys) in try await leaves(covering: keys[...], root: try await source.node(rootHash), source: source) {
-            guard !leaf.entries.isEmpty else { continue }
-            for key in leafKeys {
-                let index = leaf.childIndex(covering: key)
-                if leaf.entries[index].key == key { result[key] = leaf.entries[index].payload }
+        var frontier = [(node: try await source.nodeBytes(rootHash), keys: keys[...])]
+        while let level = frontier.first?.node.level, level > 0 {
+            var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
+            for (node, nodeKeys) in frontier {
+                let groups = partition(nodeKeys, lastIndex: node.count - 1, childIndex: node.childIndex(covering:)) {
+                    node.compareKey($0, to: $1) >= 0
+                }
+                for (index, childKeys) in groups { next.append((try node.child(at: index), childKeys)) }
             }
+            let nodes = try await source.nodeBytes(next.map(\.hash))
+            for (node, child) in zip(nodes, next) where node.level != level - 1 {
+                throw wrongLevel(child.hash, node.level, under: level)
+            }
+            frontier = zip(nodes, next).map { (node: $0, keys: $1.keys) }
+        }
+        var result = [[UInt8]: IndexPayload]()
+        for (leaf, leafKeys) in frontier {
+            for key in leafKeys { if let payload = try leaf.payload(for: key) { result[key] = payload } }
         }
         return result
     }
