@@ -1,38 +1,58 @@
 import Foundation
 import Synchronization
 
+/// A value a store caches, with the memory it takes, roughly: what bounds a cache in bytes.
+protocol CacheCosted: Sendable {
+    /// About how many bytes of memory the value holds.
+    var cacheCost: Int { get }
+}
+
 /// A bounded cache of objects as a store uses them, shared by every operation of the store:
 /// decoded index nodes (``NodeCache``), index nodes as point reads keep them (``NodeBytes``),
 /// and versions.
 ///
-/// Objects are immutable, so a cached value can never be stale; only garbage collection, which
-/// deletes objects, must ``forget(_:)`` them. Eviction is by generations: when
-/// the young generation fills, it becomes the old one and the previous old one is dropped; a hit
-/// in the old generation is promoted. That keeps the recently used values at O(1) cost per access.
-final class ObjectCache<Value: Sendable>: Sendable {
+/// Bounded twice: in values (`capacity`) and in bytes (`byteLimit`, by ``CacheCosted/cacheCost``),
+/// so that a store of large records, whose nodes are large, uses no more memory than one of
+/// small records. Objects are immutable, so a cached value can never be stale; only garbage
+/// collection, which deletes objects, must ``forget(_:)`` them. Eviction is by generations: when
+/// the young generation fills (half of either bound), it becomes the old one and the previous old
+/// one is dropped; a hit in the old generation is promoted. That keeps the recently used values
+/// at O(1) cost per access.
+final class ObjectCache<Value: CacheCosted>: Sendable {
     private struct Generations {
         var young: [Hash: Value] = [:]
         var old: [Hash: Value] = [:]
+        var youngBytes = 0
+        var oldBytes = 0
     }
 
     private let generations = Mutex(Generations())
     let capacity: Int
+    let byteLimit: Int
 
-    init(capacity: Int) { self.capacity = capacity }
+    init(capacity: Int, byteLimit: Int = .max) {
+        self.capacity = capacity
+        self.byteLimit = byteLimit
+    }
 
     func value(_ hash: Hash) -> Value? {
         guard capacity > 0 else { return nil }
         return generations.withLock { state in
             if let value = state.young[hash] { return value }
             guard let value = state.old[hash] else { return nil }
-            Self.insert(value, hash, into: &state, capacity: capacity)
+            insert(value, hash, into: &state)
             return value
         }
     }
 
     func insert(_ value: Value, for hash: Hash) {
         guard capacity > 0 else { return }
-        generations.withLock { Self.insert(value, hash, into: &$0, capacity: capacity) }
+        generations.withLock { insert(value, hash, into: &$0) }
+    }
+
+    /// The values held and their cost in bytes, both generations together.
+    var usage: (count: Int, bytes: Int) {
+        generations.withLock { ($0.young.count + $0.old.count, $0.youngBytes + $0.oldBytes) }
     }
 
     /// Drops `hashes`, so that reading a deleted object fails as it does on the backend.
@@ -42,18 +62,25 @@ final class ObjectCache<Value: Sendable>: Sendable {
         guard capacity > 0 else { return }
         generations.withLock { state in
             for hash in hashes {
-                state.young[hash] = nil
-                state.old[hash] = nil
+                if let value = state.young.removeValue(forKey: hash) { state.youngBytes -= value.cacheCost }
+                if let value = state.old.removeValue(forKey: hash) { state.oldBytes -= value.cacheCost }
             }
         }
     }
 
-    private static func insert(_ value: Value, _ hash: Hash, into state: inout Generations, capacity: Int) {
-        if state.young.count >= max(capacity / 2, 1) {
+    private func insert(_ value: Value, _ hash: Hash, into state: inout Generations) {
+        let cost = value.cacheCost
+        // A value larger than a generation would evict everything else and still not fit.
+        let generationBytes = max(byteLimit / 2, 1)
+        guard cost <= generationBytes, state.young[hash] == nil else { return }
+        if state.young.count >= max(capacity / 2, 1) || state.youngBytes + cost > generationBytes {
             state.old = state.young
+            state.oldBytes = state.youngBytes
             state.young = [:]
+            state.youngBytes = 0
         }
         state.young[hash] = value
+        state.youngBytes += cost
     }
 }
 
@@ -258,4 +285,24 @@ enum ObjectFetch {
         }
         return objects
     }
+}
+
+extension IndexNode: CacheCosted {
+    /// Each entry's key and inline record are arrays of their own: their bytes plus about 80
+    /// bytes of headers and allocation overhead each, and the entry itself.
+    var cacheCost: Int {
+        entries.reduce(64) { total, entry in
+            let payload = if case .inline(let bytes) = entry.payload { bytes.count + 80 } else { 0 }
+            return total + 48 + entry.key.count + 80 + payload
+        }
+    }
+}
+
+extension NodeBytes: CacheCosted {
+    /// Two arrays: the node's bytes and its entries' offsets.
+    var cacheCost: Int { 160 + bytes.count + 4 * 3 * count }
+}
+
+extension Version: CacheCosted {
+    var cacheCost: Int { 256 + 32 * parents.count + replica.utf8.count + message.utf8.count }
 }

@@ -16,6 +16,11 @@ public final class Store: Sendable {
         /// How many decoded index nodes to keep in memory (0 turns the caches off). As many
         /// nodes are kept as bytes for point reads (about 4 KB each), and half as many versions.
         public var nodeCacheCapacity: Int
+        /// About how many bytes of memory the store's caches may hold together, whatever the
+        /// size of its records: half for decoded index nodes, three eighths for nodes kept as
+        /// bytes, an eighth for versions. With records of about 100 bytes the default holds
+        /// `nodeCacheCapacity` nodes; with larger records it holds fewer.
+        public var cacheMemoryLimit: Int
         /// The clock commit times are read from; replace it in tests.
         public var clock: @Sendable () -> Date
         /// How merges settle conflicts unless told otherwise.
@@ -24,11 +29,13 @@ public final class Store: Sendable {
         public var mergeResolvers: MergeResolvers
 
         public init(
-            replica: String? = nil, nodeCacheCapacity: Int = 16_384, clock: @escaping @Sendable () -> Date = { Date() },
+            replica: String? = nil, nodeCacheCapacity: Int = 16_384, cacheMemoryLimit: Int = 256 << 20,
+            clock: @escaping @Sendable () -> Date = { Date() },
             mergeStrategy: MergeStrategy = .mostRecent, mergeResolvers: MergeResolvers = MergeResolvers()
         ) {
             self.replica = replica ?? "replica-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
             self.nodeCacheCapacity = nodeCacheCapacity
+            self.cacheMemoryLimit = cacheMemoryLimit
             self.clock = clock
             self.mergeStrategy = mergeStrategy
             self.mergeResolvers = mergeResolvers
@@ -49,9 +56,10 @@ public final class Store: Sendable {
     public init(backend: any Backend, configuration: Configuration = Configuration()) {
         self.backend = backend
         self.configuration = configuration
-        self.cache = NodeCache(capacity: configuration.nodeCacheCapacity)
-        self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity)
-        self.versionCache = ObjectCache(capacity: configuration.nodeCacheCapacity / 2)
+        let limit = max(configuration.cacheMemoryLimit, 0)
+        self.cache = NodeCache(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 2)
+        self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 8 * 3)
+        self.versionCache = ObjectCache(capacity: configuration.nodeCacheCapacity / 2, byteLimit: limit / 8)
     }
 
     /// Closes the backend.
