@@ -118,6 +118,34 @@ import Testing
         tally.report()
     }
 
+    /// A leaf whose keys are out of order, correctly hashed: an exchange and a migration refuse
+    /// it, naming it, as a read does, and leave the target without refs; `verify` reports it.
+    @Test func aNodeWithKeysOutOfOrderIsRefusedByExchangeAndVerifyAlike() async throws {
+        let seed = try await Self.seed()
+        let victim = try #require(try seed.leaves.first { try IndexNode.decode(seed.objects[$0] ?? []).entries.count >= 2 })
+        var leaf = try IndexNode.decode(try #require(seed.objects[victim]))
+        leaf.entries.swapAt(0, 1)
+        let bytes = leaf.encoded()
+        let (objects, heads) = Self.relink(seed, victim: victim, path: Array(seed.path.prefix(3)), bytes: bytes)
+        let backend = MemoryBackend()
+        try await backend.put(objects.map { ($0.key, $0.value) })
+        _ = try await backend.compareAndSwap(ref: RefName.heads, expected: nil, new: heads)
+        let store = Store(backend: backend)
+        func namesTheLeaf(_ error: any Error) -> Bool {
+            (error as? ArborError)?.code == .corruptObject && "\(error)".contains("\(Hash.of(bytes))") && "\(error)".contains("keys out of order")
+        }
+        for operation in ["exchange", "migrate"] {
+            let target = Store(backend: MemoryBackend())
+            await #expect(performing: {
+                if operation == "exchange" { try await store.exchange(to: target) } else { try await store.migrate(to: target) }
+            }, throws: namesTheLeaf)
+            #expect(try await target.backend.refs().isEmpty, "\(operation) left the target without refs")
+        }
+        await #expect(performing: { _ = try await store.records(ofType: "Task") }, throws: { ($0 as? ArborError)?.code == .corruptObject })
+        let report = try await store.verify()
+        #expect(!report.isIntact && report.corruptCount >= 1)
+    }
+
     /// Runs every kind of operation on a store of `objects` whose heads ref is `heads`; throws
     /// the first ``ArborError`` any of them threw (all of them run).
     static func exercise(objects: [Hash: [UInt8]], heads: Hash, first: Hash, keys: [RecordKey]) async throws {

@@ -25,41 +25,34 @@ struct ObjectLinks {
         }
         guard let kind = ObjectKind(rawValue: bytes[1]) else { throw ArborError(.corruptObject, "malformed object: unknown kind \(bytes[1])") }
         self.kind = kind
-        var reader = ByteReader(bytes, offset: 2)
         switch kind {
-        case .leaf:
-            let count = try reader.count()
-            recordCount = UInt64(count)
-            for _ in 0..<count {
-                _ = try reader.slice()
-                switch try reader.byte() {
-                case 0: _ = try reader.slice()
-                case 1: blobs.append(try reader.hash())
-                default: throw reader.corrupt("unknown leaf payload")
+        case .leaf, .branch:
+            // The same checks as every decoder of nodes (key order, payload forms, the end), so
+            // an exchange, a migration or a verification refuses exactly the nodes a read refuses.
+            var (reader, level, count) = try ByteReader.indexNode(bytes)
+            var children = [(hash: Hash, count: UInt64)](), blobs = [Hash]()
+            if level > 0 { children.reserveCapacity(min(count, ByteReader.reservationLimit)) }
+            try reader.indexEntries(level: level, count: count) { _, payload in
+                switch payload {
+                case .inline: break
+                case .blob(let hash): blobs.append(hash)
+                case .node(let hash, let count): children.append((hash, count))
                 }
             }
-        case .branch:
-            level = try reader.level()
-            let count = try reader.count()
-            guard count > 0 else { throw reader.corrupt("empty branch") }
-            children.reserveCapacity(min(count, ByteReader.reservationLimit))
-            for _ in 0..<count {
-                _ = try reader.slice()
-                children.append((try reader.hash(), try reader.varint()))
-            }
+            self.level = level
+            self.children = children
+            self.blobs = blobs
+            if level == 0 { recordCount = UInt64(count) }
         case .commit:
             let content = try Version.Content.decode(bytes)
             root = content.root
             parents = content.parents
             time = content.time
-            return
         case .headSet:
             heads = try HeadSet.decode(bytes)
-            return
         case .blob:
-            return
+            break
         }
-        try reader.expectEnd()
     }
 
     /// The links of object `hash` of `backend`, which must be of `kind` (any kind when `nil`);
