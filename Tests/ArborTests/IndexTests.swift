@@ -279,6 +279,31 @@ import Testing
         #expect(root == Store.emptyRoot.hash)
     }
 
+    /// Payloads are compared as bytes in place: one that differs only in its last byte, in a
+    /// blob's hash, a record or a child's record count, still differs.
+    @Test func diffSeesAPayloadThatDiffersInItsLastByteOnly() async throws {
+        let backend = MemoryBackend()
+        try await backend.put([Store.emptyRoot])
+        let hashA = try #require(Hash(bytes: [UInt8](repeating: 7, count: 31) + [1]))
+        let hashB = try #require(Hash(bytes: [UInt8](repeating: 7, count: 31) + [2]))
+        // Keys 0 to 199 hold blobs, 200 to 399 inline records; two trees that differ in one of
+        // each, in the last byte, and (above them) in the record counts of no child.
+        func edits(blob: Hash, record: UInt8) -> [IndexEdit] {
+            (0..<400).map { index in
+                let payload: IndexPayload = index < 200
+                    ? .blob(index == 100 ? blob : hashA)
+                    : .inline([1, 2, index == 300 ? record : 3])
+                return IndexEdit(key: IndexTests.key(index), payload: payload)
+            }
+        }
+        let a = try await apply(edits(blob: hashA, record: 3), to: Store.emptyRoot.hash, backend: backend)
+        let b = try await apply(edits(blob: hashB, record: 4), to: Store.emptyRoot.hash, backend: backend)
+        let differences = try await ProllyTree.diff(a, b, source: makeSource(backend))
+        #expect(differences.map(\.key) == [IndexTests.key(100), IndexTests.key(300)])
+        #expect(differences.first?.old == .blob(hashA) && differences.first?.new == .blob(hashB))
+        #expect(differences.last?.old == .inline([1, 2, 3]) && differences.last?.new == .inline([1, 2, 4]))
+    }
+
     @Test func diffFindsAddedAndRemovedKeys() async throws {
         let backend = MemoryBackend()
         let base = try await build(5_000, backend: backend)

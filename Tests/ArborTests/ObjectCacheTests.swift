@@ -37,6 +37,20 @@ import Testing
         #expect(cache.usage.bytes == 1_000)
     }
 
+    /// Generations of two values: a hit in the old generation moves to the young one and is
+    /// counted once; forgetting it afterwards releases its bytes from wherever it is.
+    @Test func aHitInTheOldGenerationMovesAndIsCountedOnce() {
+        let cache = ObjectCache<Sized>(capacity: 4)
+        for index in 0..<3 { cache.insert(Sized(cacheCost: 10), for: Self.hash(index)) }
+        #expect(cache.value(Self.hash(0)) != nil)
+        #expect(cache.usage == (count: 3, bytes: 30))
+        #expect(cache.value(Self.hash(1)) != nil, "promoting this one turns the generations over")
+        #expect(cache.usage == (count: 3, bytes: 30))
+        cache.forget([Self.hash(0)])
+        #expect(cache.usage == (count: 2, bytes: 20))
+        #expect(cache.value(Self.hash(0)) == nil && cache.value(Self.hash(2)) != nil)
+    }
+
     @Test func forgettingReleasesTheBytes() {
         let cache = ObjectCache<Sized>(capacity: 100, byteLimit: 100_000)
         for index in 0..<10 { cache.insert(Sized(cacheCost: 1_000), for: Self.hash(index)) }

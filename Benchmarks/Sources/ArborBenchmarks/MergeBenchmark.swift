@@ -24,7 +24,8 @@ struct MergeBenchmark {
             let engineBackend: any Backend = switch engine {
             case "sqlite": try SQLiteBackend.create(.init(path: "\(folder)/\(n).sqlite"))
             case "lmdb": try LMDBBackend.create(.init(path: "\(folder)/\(n)"))
-            default: MemoryBackend()
+            case "memory": MemoryBackend()
+            default: throw ArborError(.invalidInput, "the merge benchmark runs on memory, sqlite or lmdb, not \(engine)")
             }
             let backend = ReadCountingBackend(engineBackend)
             let loader = Store(backend: backend, configuration: .init(replica: "bench"))
@@ -65,6 +66,7 @@ struct MergeBenchmark {
             print(String(format: "merge n=%d k=%d per side: %.1f ms (median of %d; %@), %d objects read, %d records changed, %d conflicts",
                          n, changes, median.seconds * 1000, runs.count, runs.map { String(format: "%.1f", $0.seconds * 1000) }.joined(separator: " "),
                          median.reads, median.report.changed.count, median.report.resolved.count))
+            try await loader.close()
         }
         if let small = results.first, let large = results.last, results.count > 1 {
             print(String(format: "ratio n=%d / n=%d: time %.2fx (target <= 1.5x), reads %.2fx", large.n, small.n,

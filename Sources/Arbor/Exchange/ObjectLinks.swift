@@ -29,7 +29,8 @@ struct ObjectLinks {
         case .leaf, .branch:
             // The same checks as every decoder of nodes (key order, payload forms, the end), so
             // an exchange, a migration or a verification refuses exactly the nodes a read refuses.
-            var (reader, level, count) = try ByteReader.indexNode(bytes)
+            let (header, level, count) = try ByteReader.indexNode(bytes)
+            var reader = header
             var children = [(hash: Hash, count: UInt64)](), blobs = [Hash]()
             if level > 0 { children.reserveCapacity(min(count, ByteReader.reservationLimit)) }
             try reader.indexEntries(level: level, count: count) { _, payload in

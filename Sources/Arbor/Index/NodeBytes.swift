@@ -39,6 +39,8 @@ struct NodeBytes: Sendable {
         var bounds = [UInt32]()
         bounds.reserveCapacity(3 * min(count, ByteReader.reservationLimit))
         try reader.indexEntries(level: level, count: count) { key, payload in
+            // Each entry starts where the previous one's payload ended, with its key's length.
+            assert(key.lowerBound == (bounds.last.map(Int.init) ?? header.offset) + varintSize(UInt64(key.count)), "entry offsets out of step")
             bounds.append(UInt32(key.lowerBound))
             bounds.append(UInt32(key.upperBound))
             // The encoding is canonical (minimal varints), so equal payload bytes are equal payloads.
@@ -49,6 +51,7 @@ struct NodeBytes: Sendable {
             }
             bounds.append(UInt32(end))
         }
+        assert((bounds.last.map(Int.init) ?? header.offset) == bytes.count, "the last payload does not end the node")
         self.bytes = bytes
         self.level = level
         self.bounds = bounds
@@ -94,7 +97,7 @@ struct NodeBytes: Sendable {
     }
 
     /// The index of the branch entry whose child covers `key`: the first whose last key is at
-    /// least `key`, or the last.
+    /// least `key`, or the last. For branches only (a branch is never empty).
     ///
     /// - Complexity: O(log *e*) key comparisons for *e* entries.
     func childIndex(covering key: [UInt8]) -> Int {

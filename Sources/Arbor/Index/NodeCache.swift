@@ -20,8 +20,8 @@ protocol CacheCosted: Sendable {
 /// at O(1) cost per access.
 final class ObjectCache<Value: CacheCosted>: Sendable {
     private struct Generations {
-        var young: [Hash: Value] = [:]
-        var old: [Hash: Value] = [:]
+        var young: [Hash: (value: Value, cost: Int)] = [:]
+        var old: [Hash: (value: Value, cost: Int)] = [:]
         var youngBytes = 0
         var oldBytes = 0
     }
@@ -38,16 +38,20 @@ final class ObjectCache<Value: CacheCosted>: Sendable {
     func value(_ hash: Hash) -> Value? {
         guard capacity > 0 else { return nil }
         return generations.withLock { state in
-            if let value = state.young[hash] { return value }
-            guard let value = state.old[hash] else { return nil }
-            insert(value, hash, into: &state)
-            return value
+            if let entry = state.young[hash] { return entry.value }
+            // A hit in the old generation moves to the young one, so it is counted once.
+            guard let entry = state.old.removeValue(forKey: hash) else { return nil }
+            state.oldBytes -= entry.cost
+            insert(entry, hash, into: &state)
+            return entry.value
         }
     }
 
     func insert(_ value: Value, for hash: Hash) {
         guard capacity > 0 else { return }
-        generations.withLock { insert(value, hash, into: &$0) }
+        // Costed outside the lock: costing a decoded node walks its entries.
+        let entry = (value: value, cost: value.cacheCost)
+        generations.withLock { insert(entry, hash, into: &$0) }
     }
 
     /// The values held and their cost in bytes, both generations together.
@@ -62,25 +66,25 @@ final class ObjectCache<Value: CacheCosted>: Sendable {
         guard capacity > 0 else { return }
         generations.withLock { state in
             for hash in hashes {
-                if let value = state.young.removeValue(forKey: hash) { state.youngBytes -= value.cacheCost }
-                if let value = state.old.removeValue(forKey: hash) { state.oldBytes -= value.cacheCost }
+                if let entry = state.young.removeValue(forKey: hash) { state.youngBytes -= entry.cost }
+                if let entry = state.old.removeValue(forKey: hash) { state.oldBytes -= entry.cost }
             }
         }
     }
 
-    private func insert(_ value: Value, _ hash: Hash, into state: inout Generations) {
-        let cost = value.cacheCost
+    private func insert(_ entry: (value: Value, cost: Int), _ hash: Hash, into state: inout Generations) {
         // A value larger than a generation would evict everything else and still not fit.
         let generationBytes = max(byteLimit / 2, 1)
-        guard cost <= generationBytes, state.young[hash] == nil else { return }
-        if state.young.count >= max(capacity / 2, 1) || state.youngBytes + cost > generationBytes {
+        guard entry.cost <= generationBytes, state.young[hash] == nil else { return }
+        if let stale = state.old.removeValue(forKey: hash) { state.oldBytes -= stale.cost }
+        if state.young.count >= max(capacity / 2, 1) || state.youngBytes + entry.cost > generationBytes {
             state.old = state.young
             state.oldBytes = state.youngBytes
             state.young = [:]
             state.youngBytes = 0
         }
-        state.young[hash] = value
-        state.youngBytes += cost
+        state.young[hash] = entry
+        state.youngBytes += entry.cost
     }
 }
 
@@ -94,6 +98,8 @@ extension ObjectCache where Value == IndexNode {
 /// Reads and writes index nodes for one operation: verified reads, batched fetches, counting.
 ///
 /// Not shared between tasks: each operation makes its own, on top of the store's ``NodeCache``.
+/// It keeps every node it reads or makes until it ends, decoded or as bytes or both, so an
+/// operation holds memory in proportion to the nodes it touches.
 final class NodeSource {
     let backend: any Backend
     let cache: NodeCache
@@ -133,8 +139,12 @@ final class NodeSource {
             localBytes[hash] = cached
             return cached
         }
-        // Not cached: a node this operation made may never be written.
-        if let bytes = created[hash] { return try checked(bytes, hash) }
+        // Not in the store's cache: a node this operation made may never be written.
+        if let bytes = created[hash] {
+            let node = try checked(bytes, hash)
+            localBytes[hash] = node
+            return node
+        }
         let node: NodeBytes
         if let decoded = local[hash] ?? cache.node(hash) {
             // Decoded lately, or written by a commit of this store: the encoding is canonical,
@@ -157,7 +167,13 @@ final class NodeSource {
         for hash in hashes where hash != Store.emptyRoot.hash && localBytes[hash] == nil {
             if let cached = bytesCache.value(hash) {
                 localBytes[hash] = cached
-            } else if created[hash] == nil && local[hash] == nil && cache.node(hash) == nil {
+            } else if let bytes = created[hash] {
+                localBytes[hash] = try checked(bytes, hash)
+            } else if let decoded = local[hash] ?? cache.node(hash) {
+                let node = try checked(decoded.encoded(), hash)
+                bytesCache.insert(node, for: hash)
+                localBytes[hash] = node
+            } else {
                 missing.append(hash)
             }
         }
@@ -170,11 +186,7 @@ final class NodeSource {
                 localBytes[hash] = node
             }
         }
-        var result = [NodeBytes]()
-        result.reserveCapacity(hashes.count)
-        // What is left comes without a fetch: made by this operation, or decoded lately.
-        for hash in hashes { result.append(try await nodeBytes(hash)) }
-        return result
+        return hashes.map { $0 == Store.emptyRoot.hash ? .empty : localBytes[$0]! }
     }
 
     private func checked(_ bytes: [UInt8], _ hash: Hash) throws -> NodeBytes {
@@ -199,6 +211,7 @@ final class NodeSource {
             } else if let read = localBytes[hash] ?? bytesCache.value(hash) {
                 // Read as bytes by this operation (a diff) or a point read: decode, do not fetch.
                 let node = try decoding(hash) { try IndexNode.decode(read.bytes) }
+                cache.insert(node, for: hash)
                 local[hash] = node
                 found[hash] = node
             } else {

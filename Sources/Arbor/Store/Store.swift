@@ -14,12 +14,13 @@ public final class Store: Sendable {
         /// The name this replica signs its commits with.
         public var replica: String
         /// How many decoded index nodes to keep in memory (0 turns the caches off). As many
-        /// nodes are kept as bytes for point reads (about 4 KB each), and half as many versions.
+        /// nodes are kept as bytes for point reads, and half as many versions; within
+        /// `cacheMemoryLimit` in all.
         public var nodeCacheCapacity: Int
         /// About how many bytes of memory the store's caches may hold together, whatever the
         /// size of its records: half for decoded index nodes, three eighths for nodes kept as
         /// bytes, an eighth for versions. With records of about 100 bytes the default holds
-        /// `nodeCacheCapacity` nodes; with larger records it holds fewer.
+        /// `nodeCacheCapacity` nodes; with larger records it holds fewer. 0 turns the caches off.
         public var cacheMemoryLimit: Int
         /// The clock commit times are read from; replace it in tests.
         public var clock: @Sendable () -> Date
