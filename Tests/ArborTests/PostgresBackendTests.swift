@@ -152,50 +152,46 @@ import Testing
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func droppedConnectionMidBatchLeavesNothingHalfDone() async throws {
         try await withDatabase { url in
             let backend = try await PostgresBackend.create(.init(url: url, maximumConnections: 1))
-            let killer = try PostgresSession(url: url)
-            var interrupted = 0
-            // On a loaded machine the killer's own query can come too late for a batch; try again.
-            for attempt in 0..<8 where interrupted == 0 {
-                // 60,000 objects of 1 KB: six statements in one transaction.
-                let objects = (0..<60_000).map { index -> (hash: Hash, bytes: [UInt8]) in
-                    var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: index &* 31 &+ attempt), count: 1024)
-                    withUnsafeBytes(of: (UInt64(attempt) << 32 | UInt64(index)).bigEndian) { bytes.replaceSubrange(0..<8, with: $0) }
-                    return (Hash.of(bytes), bytes)
-                }
-                // An earlier attempt may have committed whole (signal after COMMIT): count from here.
-                let before = try #require(try killer.execute("SELECT count(*) FROM arbor_objects").integer(0, 0))
-                let done = Atomic<Bool>(false)
-                async let put: Void = {
-                    defer { done.store(true, ordering: .releasing) }
-                    try await backend.put(objects)
-                }()
-                // Terminate the backend's server process while it runs one of the batch's INSERTs.
-                var terminated = false
-                while !done.load(ordering: .acquiring) && !terminated {
-                    let rows = try killer.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE 'INSERT INTO arbor_objects%'")
-                    terminated = rows.count > 0
-                    if !terminated { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
-                }
-                do {
-                    try await put
-                } catch let error as ArborError {
-                    interrupted += 1
-                    #expect(error.code == .connection, "\(error)")
-                    #expect("\(error)".contains("SQLSTATE 57P01") || "\(error)".contains("lost the connection"), "\(error)")
-                    // The batch was one transaction: none of it is there, or — when the signal
-                    // landed as the last INSERT ended and COMMIT ran — all of it. Never a part.
-                    let count = try #require(try killer.execute("SELECT count(*) FROM arbor_objects").integer(0, 0)) - before
-                    #expect(count == 0 || count == Int64(objects.count), "\(count) of \(objects.count) objects: a partial batch")
-                    let present = try await backend.contains(objects.map(\.hash)).count
-                    #expect(Int64(present) == count)
-                }
+            // 60,000 objects of 1 KB: six statements in one transaction, written in hash order.
+            let objects = (0..<60_000).map { index -> (hash: Hash, bytes: [UInt8]) in
+                var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: index &* 31), count: 1024)
+                withUnsafeBytes(of: UInt64(index).bigEndian) { bytes.replaceSubrange(0..<8, with: $0) }
+                return (Hash.of(bytes), bytes)
             }
-            #expect(interrupted == 1, "the batch always finished before it could be interrupted")
-            // The next call reconnects and works.
-            let small = (0..<10).map { BackendContractTests.object($0) }
-            try await backend.put(small)
-            #expect(try await backend.get(small.map(\.hash)).count == 10)
+            // A blocker holds an uncommitted insert of the batch's last object (the last
+            // statement's): the batch runs its first five statements, then waits for that row.
+            // Catching it there takes no luck with timing, however loaded the machine.
+            let last = try #require(objects.max { $0.hash < $1.hash })
+            let blocker = try PostgresSession(url: url)
+            _ = try blocker.execute("BEGIN")
+            _ = try blocker.execute("INSERT INTO arbor_objects (hash, bytes) VALUES ($1, $2)", [.bytes(last.hash.bytes), .bytes(last.bytes)])
+            let killer = try PostgresSession(url: url)
+            async let put: Void = backend.put(objects)
+            // Terminate the backend's server process while its last INSERT waits on the row.
+            var terminated = false
+            let deadline = ContinuousClock.now + .seconds(120)
+            while !terminated && ContinuousClock.now < deadline {
+                let rows = try killer.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO arbor_objects%'",
+                    [.int64(Int64(blocker.backendPID))])
+                terminated = rows.count > 0
+                if !terminated { try await _Concurrency.Task.sleep(for: .milliseconds(2)) }
+            }
+            _ = try blocker.execute("ROLLBACK")
+            #expect(terminated, "the batch never waited on the blocker's row")
+            do {
+                try await put
+                Issue.record("the batch finished although its connection was terminated")
+            } catch let error as ArborError {
+                #expect(error.code == .connection, "\(error)")
+                #expect("\(error)".contains("SQLSTATE 57P01") || "\(error)".contains("lost the connection"), "\(error)")
+            }
+            // The batch was one transaction: its first five statements ran, and none of it is there.
+            #expect(try killer.execute("SELECT count(*) FROM arbor_objects").integer(0, 0) == 0, "a partial batch")
+            #expect(try await backend.contains(objects.map(\.hash)).isEmpty)
+            // The next call reconnects and works, and the whole batch goes in.
+            try await backend.put(objects)
+            #expect(try await backend.contains(objects.map(\.hash)).count == objects.count)
             try await backend.close()
         }
     }
@@ -209,40 +205,51 @@ import Testing
             }
             try await source.commit(changes)
         }
-        var interrupted = 0
-        // On a loaded machine an attempt may finish before the watcher sees a batch: try again.
-        for _ in 0..<4 where interrupted == 0 {
-            try await withDatabase { url in
-                let target = Store(backend: try await PostgresBackend.create(.init(url: url, maximumConnections: 1)))
-                let done = Atomic<Bool>(false)
-                let terminated = Atomic<Bool>(false)
-                // The watcher polls on a thread of its own, not the shared pool the exchange uses.
-                let watcher = Thread {
-                    guard let killer = try? PostgresSession(url: url) else { return }
-                    while !done.load(ordering: .acquiring) && !terminated.load(ordering: .acquiring) {
-                        let rows = try? killer.execute(
-                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE 'INSERT INTO arbor_objects%'")
-                        if (rows?.count ?? 0) > 0 { terminated.store(true, ordering: .releasing) } else { usleep(1_000) }
-                    }
+        let head = try #require(try await source.head())
+        let rootBytes = try #require(try await source.backend.get([head.root])[head.root])
+        try await withDatabase { url in
+            let target = Store(backend: try await PostgresBackend.create(.init(url: url, maximumConnections: 1)))
+            // A blocker holds an uncommitted insert of the head's index root, which the exchange
+            // copies after its children: the exchange writes batches, then waits on that row, and
+            // is terminated there. No luck with timing needed, however loaded the machine.
+            let root = head.root
+            let ready = Atomic<Int>(0)  // 1: the blocker holds the row; -1: it could not
+            let terminated = Atomic<Bool>(false)
+            // The blocker and the watcher live on a thread of their own, not the shared pool the
+            // exchange uses; the thread ends the blocker's transaction when it is done.
+            let watcher = Thread {
+                guard let blocker = try? PostgresSession(url: url), let killer = try? PostgresSession(url: url),
+                      (try? blocker.execute("BEGIN")) != nil,
+                      (try? blocker.execute("INSERT INTO arbor_objects (hash, bytes) VALUES ($1, $2)", [.bytes(root.bytes), .bytes(rootBytes)])) != nil
+                else { ready.store(-1, ordering: .releasing); return }
+                ready.store(1, ordering: .releasing)
+                let deadline = ContinuousClock.now + .seconds(120)
+                while !terminated.load(ordering: .acquiring) && ContinuousClock.now < deadline {
+                    let rows = try? killer.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO arbor_objects%'",
+                        [.int64(Int64(blocker.backendPID))])
+                    if (rows?.count ?? 0) > 0 { terminated.store(true, ordering: .releasing) } else { usleep(2_000) }
                 }
-                watcher.start()
-                do {
-                    _ = try await source.exchange(to: target, batchSize: 50)
-                    done.store(true, ordering: .releasing)
-                } catch let error as ArborError {
-                    done.store(true, ordering: .releasing)
-                    interrupted += 1
-                    #expect(error.code == .connection, "\(error)")
-                    #expect(try await target.backend.ref(RefName.heads) == nil, "refs change last")
-                }
-                // Run again: it reconnects, finds what landed and finishes.
-                try await source.exchange(to: target)
-                #expect(try await target.backend.ref(RefName.heads) == source.backend.ref(RefName.heads))
-                #expect(try await target.values(Person.self).count == 8_000)
-                try await target.close()
+                _ = try? blocker.execute("ROLLBACK")
             }
+            watcher.start()
+            while ready.load(ordering: .acquiring) == 0 { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+            try #require(ready.load(ordering: .acquiring) == 1, "the blocker could not insert the root")
+            do {
+                _ = try await source.exchange(to: target, batchSize: 50)
+                Issue.record("the exchange finished although its connection was terminated")
+            } catch let error as ArborError {
+                #expect(error.code == .connection, "\(error)")
+                #expect(try await target.backend.ref(RefName.heads) == nil, "refs change last")
+            }
+            let wasTerminated = terminated.load(ordering: .acquiring)
+            #expect(wasTerminated, "the exchange never waited on the blocker's row")
+            // Run again: it reconnects, finds what landed and finishes.
+            try await source.exchange(to: target)
+            #expect(try await target.backend.ref(RefName.heads) == source.backend.ref(RefName.heads))
+            #expect(try await target.values(Person.self).count == 8_000)
+            try await target.close()
         }
-        #expect(interrupted == 1, "no attempt's exchange could be interrupted")
     }
 
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func corruptObjectIsReportedNamingTheHash() async throws {
