@@ -169,7 +169,9 @@ import Testing
             async let put: Void = backend.put(objects)
             // Terminate the backend's server process while its last INSERT waits on the row.
             var terminated = false
-            let deadline = ContinuousClock.now + .seconds(120)
+            // The batch cannot finish while the blocker holds its row, so this waits as long as
+            // the first five statements take on a loaded machine; the bound only guards a hang.
+            let deadline = ContinuousClock.now + .seconds(900)
             while !terminated && ContinuousClock.now < deadline {
                 let rows = try killer.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO arbor_objects%'",
@@ -215,6 +217,7 @@ import Testing
             let root = head.root
             let ready = Atomic<Int>(0)  // 1: the blocker holds the row; -1: it could not
             let terminated = Atomic<Bool>(false)
+            let done = Atomic<Bool>(false)
             // The blocker and the watcher live on a thread of their own, not the shared pool the
             // exchange uses; the thread ends the blocker's transaction when it is done.
             let watcher = Thread {
@@ -223,8 +226,11 @@ import Testing
                       (try? blocker.execute("INSERT INTO arbor_objects (hash, bytes) VALUES ($1, $2)", [.bytes(root.bytes), .bytes(rootBytes)])) != nil
                 else { ready.store(-1, ordering: .releasing); return }
                 ready.store(1, ordering: .releasing)
-                let deadline = ContinuousClock.now + .seconds(120)
-                while !terminated.load(ordering: .acquiring) && ContinuousClock.now < deadline {
+                // The exchange cannot finish while the blocker holds the root, so this waits as
+                // long as the copy before it takes on a loaded machine (it took over two minutes in
+                // a CI run); the bound only guards a hang.
+                let deadline = ContinuousClock.now + .seconds(900)
+                while !terminated.load(ordering: .acquiring) && !done.load(ordering: .acquiring) && ContinuousClock.now < deadline {
                     let rows = try? killer.execute(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO arbor_objects%'",
                         [.int64(Int64(blocker.backendPID))])
@@ -236,9 +242,11 @@ import Testing
             while ready.load(ordering: .acquiring) == 0 { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
             try #require(ready.load(ordering: .acquiring) == 1, "the blocker could not insert the root")
             do {
-                _ = try await source.exchange(to: target, batchSize: 50)
+                _ = try await source.exchange(to: target, batchSize: 200)
+                done.store(true, ordering: .releasing)
                 Issue.record("the exchange finished although its connection was terminated")
             } catch let error as ArborError {
+                done.store(true, ordering: .releasing)
                 #expect(error.code == .connection, "\(error)")
                 #expect(try await target.backend.ref(RefName.heads) == nil, "refs change last")
             }
