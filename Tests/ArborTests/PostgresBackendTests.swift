@@ -149,6 +149,22 @@ import Testing
         }
     }
 
+    /// Opens a transaction on `session` that holds an uncommitted insert of `object`: whoever
+    /// writes that object next waits on its row until the transaction ends.
+    static func block(_ object: (hash: Hash, bytes: [UInt8]), on session: PostgresSession) throws {
+        _ = try session.execute("BEGIN")
+        _ = try session.execute("INSERT INTO arbor_objects (hash, bytes) VALUES ($1, $2)", [.bytes(object.hash.bytes), .bytes(object.bytes)])
+    }
+
+    /// Terminates the server process of every INSERT into arbor_objects that waits on a lock in
+    /// this database, sparing `killer` and `blocker`; whether there was one.
+    static func terminateWaitingInsert(by killer: PostgresSession, sparing blocker: PostgresSession) throws -> Bool {
+        try killer.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO arbor_objects%'",
+            [.int64(Int64(blocker.backendPID))]
+        ).count > 0
+    }
+
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func droppedConnectionMidBatchLeavesNothingHalfDone() async throws {
         try await withDatabase { url in
             let backend = try await PostgresBackend.create(.init(url: url, maximumConnections: 1))
@@ -163,8 +179,7 @@ import Testing
             // Catching it there takes no luck with timing, however loaded the machine.
             let last = try #require(objects.max { $0.hash < $1.hash })
             let blocker = try PostgresSession(url: url)
-            _ = try blocker.execute("BEGIN")
-            _ = try blocker.execute("INSERT INTO arbor_objects (hash, bytes) VALUES ($1, $2)", [.bytes(last.hash.bytes), .bytes(last.bytes)])
+            try Self.block(last, on: blocker)
             let killer = try PostgresSession(url: url)
             async let put: Void = backend.put(objects)
             // Terminate the backend's server process while its last INSERT waits on the row.
@@ -173,10 +188,7 @@ import Testing
             // the first five statements take on a loaded machine; the bound only guards a hang.
             let deadline = ContinuousClock.now + .seconds(900)
             while !terminated && ContinuousClock.now < deadline {
-                let rows = try killer.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO arbor_objects%'",
-                    [.int64(Int64(blocker.backendPID))])
-                terminated = rows.count > 0
+                terminated = try Self.terminateWaitingInsert(by: killer, sparing: blocker)
                 if !terminated { try await _Concurrency.Task.sleep(for: .milliseconds(2)) }
             }
             _ = try blocker.execute("ROLLBACK")
@@ -222,8 +234,7 @@ import Testing
             // exchange uses; the thread ends the blocker's transaction when it is done.
             let watcher = Thread {
                 guard let blocker = try? PostgresSession(url: url), let killer = try? PostgresSession(url: url),
-                      (try? blocker.execute("BEGIN")) != nil,
-                      (try? blocker.execute("INSERT INTO arbor_objects (hash, bytes) VALUES ($1, $2)", [.bytes(root.bytes), .bytes(rootBytes)])) != nil
+                      (try? Self.block((root, rootBytes), on: blocker)) != nil
                 else { ready.store(-1, ordering: .releasing); return }
                 ready.store(1, ordering: .releasing)
                 // The exchange cannot finish while the blocker holds the root, so this waits as
@@ -231,10 +242,11 @@ import Testing
                 // a CI run); the bound only guards a hang.
                 let deadline = ContinuousClock.now + .seconds(900)
                 while !terminated.load(ordering: .acquiring) && !done.load(ordering: .acquiring) && ContinuousClock.now < deadline {
-                    let rows = try? killer.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO arbor_objects%'",
-                        [.int64(Int64(blocker.backendPID))])
-                    if (rows?.count ?? 0) > 0 { terminated.store(true, ordering: .releasing) } else { usleep(2_000) }
+                    if (try? Self.terminateWaitingInsert(by: killer, sparing: blocker)) == true {
+                        terminated.store(true, ordering: .releasing)
+                    } else {
+                        usleep(2_000)
+                    }
                 }
                 _ = try? blocker.execute("ROLLBACK")
             }

@@ -133,60 +133,52 @@ final class NodeSource {
     /// from the store's cache of them, from this operation's new nodes, encoded again from a
     /// decoded node, or fetched, verified, checked and cached.
     func nodeBytes(_ hash: Hash) async throws -> NodeBytes {
-        if hash == Store.emptyRoot.hash { return .empty }
-        if let node = localBytes[hash] { return node }
-        if let cached = bytesCache.value(hash) {
-            localBytes[hash] = cached
-            return cached
-        }
-        // Not in the store's cache: a node this operation made may never be written.
-        if let bytes = created[hash] {
-            let node = try checked(bytes, hash)
-            localBytes[hash] = node
-            return node
-        }
-        let node: NodeBytes
-        if let decoded = local[hash] ?? cache.node(hash) {
-            // Decoded lately, or written by a commit of this store: the encoding is canonical,
-            // so encoding it again gives its bytes without a round trip (read after write).
-            node = try checked(decoded.encoded(), hash)
-        } else {
-            let bytes = try await ObjectFetch.verified([hash], from: backend)[hash]!
-            nodesRead += 1
-            node = try checked(bytes, hash)
-        }
-        bytesCache.insert(node, for: hash)
-        localBytes[hash] = node
-        return node
+        if let node = try knownBytes(hash) { return node }
+        try await fetchBytes([hash])
+        return localBytes[hash]!
     }
 
     /// The nodes `hashes` as ``NodeBytes``, in order, fetching every missing one in a single
     /// batch: one round trip per level of a batched lookup on remote engines.
     func nodeBytes(_ hashes: [Hash]) async throws -> [NodeBytes] {
-        var missing = [Hash]()
-        for hash in hashes where hash != Store.emptyRoot.hash && localBytes[hash] == nil {
-            if let cached = bytesCache.value(hash) {
-                localBytes[hash] = cached
-            } else if let bytes = created[hash] {
-                localBytes[hash] = try checked(bytes, hash)
-            } else if let decoded = local[hash] ?? cache.node(hash) {
-                let node = try checked(decoded.encoded(), hash)
-                bytesCache.insert(node, for: hash)
-                localBytes[hash] = node
-            } else {
-                missing.append(hash)
-            }
+        let missing = try hashes.filter { try knownBytes($0) == nil }
+        if !missing.isEmpty { try await fetchBytes(Array(Set(missing))) }
+        return try hashes.map { try knownBytes($0)! }
+    }
+
+    /// Node `hash` as ``NodeBytes`` if it can be had without a fetch, remembered for the rest of
+    /// the operation; `nil` if it must be fetched.
+    private func knownBytes(_ hash: Hash) throws -> NodeBytes? {
+        if hash == Store.emptyRoot.hash { return .empty }
+        if let node = localBytes[hash] { return node }
+        let node: NodeBytes
+        if let cached = bytesCache.value(hash) {
+            node = cached
+        } else if let bytes = created[hash] {
+            // Not in the store's cache: a node this operation made may never be written.
+            node = try checked(bytes, hash)
+        } else if let decoded = local[hash] ?? cache.node(hash) {
+            // Decoded lately, or written by a commit of this store: the encoding is canonical,
+            // so encoding it again gives its bytes without a round trip (read after write).
+            node = try checked(decoded.encoded(), hash)
+            bytesCache.insert(node, for: hash)
+        } else {
+            return nil
         }
-        if !missing.isEmpty {
-            let fetched = try await ObjectFetch.verified(Array(Set(missing)), from: backend)
-            nodesRead += fetched.count
-            for (hash, bytes) in fetched {
-                let node = try checked(bytes, hash)
-                bytesCache.insert(node, for: hash)
-                localBytes[hash] = node
-            }
+        localBytes[hash] = node
+        return node
+    }
+
+    /// Fetches `hashes` (distinct) in one batch, verified and checked, into the store's cache of
+    /// node bytes and this operation's.
+    private func fetchBytes(_ hashes: [Hash]) async throws {
+        let fetched = try await ObjectFetch.verified(hashes, from: backend)
+        nodesRead += hashes.count
+        for hash in hashes {
+            let node = try checked(fetched[hash]!, hash)
+            bytesCache.insert(node, for: hash)
+            localBytes[hash] = node
         }
-        return hashes.map { $0 == Store.emptyRoot.hash ? .empty : localBytes[$0]! }
     }
 
     private func checked(_ bytes: [UInt8], _ hash: Hash) throws -> NodeBytes {
