@@ -48,11 +48,21 @@ public final class SQLiteBackend: Backend {
         public var synchronous: Bool
         /// How long a writer waits for another connection's lock before failing, in milliseconds.
         public var busyTimeout: Int
+        /// How many bytes of the database file SQLite reads through a memory map
+        /// (`PRAGMA mmap_size`); 0 (default) reads with `pread`. SQLite caps it at its
+        /// compile-time `SQLITE_MAX_MMAP_SIZE` (2 GB in most builds).
+        ///
+        /// A map saves a copy per page read: point reads of a 1,000,000-record store that does
+        /// not fit the node cache take about a fifth less time. The cost is the one LMDB always
+        /// has: an I/O error on a mapped page (a failing disk, a file truncated underneath)
+        /// ends the process with `SIGBUS` instead of returning an error. Hence opt-in.
+        public var memoryMapSize: Int
 
-        public init(path: String, synchronous: Bool = true, busyTimeout: Int = 10_000) {
+        public init(path: String, synchronous: Bool = true, busyTimeout: Int = 10_000, memoryMapSize: Int = 0) {
             self.path = path
             self.synchronous = synchronous
             self.busyTimeout = busyTimeout
+            self.memoryMapSize = memoryMapSize
         }
     }
 
@@ -156,6 +166,21 @@ public final class SQLiteBackend: Backend {
         // several megabytes, and a checkpoint (with its fsync of the database) after every batch
         // cost a quarter of a migration's time into SQLite.
         try connection.execute("PRAGMA wal_autocheckpoint = 8192")
+        try setMemoryMap(connection, configuration)
+    }
+
+    /// Sets `PRAGMA mmap_size` (a property of each connection, not of the file) when asked.
+    private static func setMemoryMap(_ connection: SQLiteConnection, _ configuration: Configuration) throws {
+        guard configuration.memoryMapSize > 0 else { return }
+        try connection.execute("PRAGMA mmap_size = \(configuration.memoryMapSize)")
+    }
+
+    /// The number of bytes SQLite maps of the file for reads, as it applies the configuration
+    /// (capped by its build): for tests and diagnostics.
+    func effectiveMemoryMapSize() throws -> Int {
+        try withReader("mmap_size") { db in
+            try db.withStatement("PRAGMA mmap_size") { statement in try statement.step() ? statement.integer(0) : 0 }
+        }
     }
 
     /// Reads the marker without writing anything, so a foreign database is never modified.
@@ -220,6 +245,7 @@ public final class SQLiteBackend: Backend {
                 let connection = try SQLiteConnection.connect(path: configuration.path, operation: operation)
                 do {
                     try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
+                    try Self.setMemoryMap(connection, configuration)
                 } catch {
                     try? connection.close()
                     throw error
@@ -241,7 +267,7 @@ public final class SQLiteBackend: Backend {
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         try withReader("get") { db in
-            try db.transaction(immediate: false) {
+            try db.readSnapshot(statements: hashes.count) {
                 var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
                 try db.withStatement("SELECT bytes FROM objects WHERE hash = ?1") { statement in
                     for hash in hashes where result[hash] == nil {
@@ -260,7 +286,7 @@ public final class SQLiteBackend: Backend {
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         try withReader("contains") { db in
-            try db.transaction(immediate: false) {
+            try db.readSnapshot(statements: hashes.count) {
                 var result = Set<Hash>()
                 try db.withStatement("SELECT 1 FROM objects WHERE hash = ?1") { statement in
                     for hash in hashes where !result.contains(hash) {

@@ -169,6 +169,15 @@ final class SQLiteConnection: @unchecked Sendable {
         return value
     }
 
+    /// Runs `body`, which executes `statements` reads, so that they all see one snapshot: in a
+    /// `BEGIN` transaction, or, for a single statement, without one (in autocommit mode a
+    /// statement reads one snapshot by itself, and skipping `BEGIN` and `COMMIT` saves two of the
+    /// three statements of a point read).
+    func readSnapshot<R>(statements: Int, _ body: () throws -> R) throws -> R {
+        if statements <= 1, let handle, sqlite3_get_autocommit(handle) != 0 { return try body() }
+        return try transaction(immediate: false, body)
+    }
+
     // MARK: Closing
 
     /// Finalizes every statement and closes the connection. Calling it twice is harmless.

@@ -51,6 +51,20 @@ import Testing
         #expect(cache.value(Self.hash(0)) == nil && cache.value(Self.hash(2)) != nil)
     }
 
+    /// Generations of two values: each turn keeps the generation just filled and drops the one
+    /// before it (the turn reuses the dropped generation's table for the new young one).
+    @Test func aTurnKeepsTheLastGenerationAndDropsTheOneBefore() {
+        let cache = ObjectCache<Sized>(capacity: 4)
+        for index in 0..<5 { cache.insert(Sized(cacheCost: 10), for: Self.hash(index)) }
+        #expect(cache.usage == (count: 3, bytes: 30), "old: 2 and 3; young: 4")
+        #expect(cache.value(Self.hash(0)) == nil && cache.value(Self.hash(1)) == nil)
+        #expect(cache.value(Self.hash(4)) != nil)
+        for index in 5..<7 { cache.insert(Sized(cacheCost: 10), for: Self.hash(index)) }
+        #expect(cache.usage == (count: 3, bytes: 30), "old: 4 and 5; young: 6")
+        #expect(cache.value(Self.hash(2)) == nil && cache.value(Self.hash(3)) == nil)
+        #expect(cache.value(Self.hash(6)) != nil && cache.value(Self.hash(5)) != nil)
+    }
+
     @Test func forgettingReleasesTheBytes() {
         let cache = ObjectCache<Sized>(capacity: 100, byteLimit: 100_000)
         for index in 0..<10 { cache.insert(Sized(cacheCost: 1_000), for: Self.hash(index)) }

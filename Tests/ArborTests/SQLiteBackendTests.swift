@@ -1,4 +1,4 @@
-import ArborSQLite
+@testable import ArborSQLite
 import CSQLite
 import Foundation
 import Testing
@@ -159,6 +159,32 @@ func randomBytes(_ count: Int) -> Data {
             let b = try await memory.save(Task(id: "t", title: "same", done: false))
             #expect(a.id == b.id)
             #expect(try await sqlite.backend.allHashes() == memory.backend.allHashes())
+        }
+    }
+
+    /// A memory map is off unless asked for, applies to the connection that reads objects, and
+    /// reads the same objects as `pread` does (of a file written without it).
+    @Test func aMemoryMapIsOptInAndReadsTheSameObjects() async throws {
+        try await withPath { path in
+            let objects = (0..<500).map { index in
+                let bytes = Array("object \(index) ".utf8) + [UInt8](repeating: UInt8(index % 251), count: 3_000)
+                return (hash: Hash.of(bytes), bytes: bytes)
+            }
+            let plain = try SQLiteBackend.create(.init(path: path))
+            try await plain.put(objects)
+            #expect(try plain.effectiveMemoryMapSize() == 0)
+            try await plain.close()
+
+            let mapped = try SQLiteBackend.open(.init(path: path, memoryMapSize: 64 << 20))
+            #expect(try mapped.effectiveMemoryMapSize() == 64 << 20)
+            let read = try await mapped.get(objects.map(\.hash))
+            #expect(read.count == objects.count)
+            #expect(objects.allSatisfy { read[$0.hash] == $0.bytes })
+            #expect(try await mapped.get([objects[7].hash]) == [objects[7].hash: objects[7].bytes], "a single read, without a transaction")
+            let more = (hash: Hash.of(Array("one more".utf8)), bytes: Array("one more".utf8))
+            try await mapped.put([more])
+            #expect(try await mapped.contains([more.hash, objects[0].hash]) == [more.hash, objects[0].hash])
+            try await mapped.close()
         }
     }
 }

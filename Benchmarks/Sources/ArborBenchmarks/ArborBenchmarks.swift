@@ -42,6 +42,11 @@ struct ArborBenchmarks {
             adapters = arguments[index + 1].split(separator: ",").map(String.init)
             arguments.removeSubrange(index...(index + 1))
         }
+        var reads = 100_000
+        if let index = arguments.firstIndex(of: "--reads"), index + 1 < arguments.count, let value = Int(arguments[index + 1]) {
+            reads = value
+            arguments.removeSubrange(index...(index + 1))
+        }
         var jsonRecords = 100_000
         if let index = arguments.firstIndex(of: "--json-records"), index + 1 < arguments.count, let value = Int(arguments[index + 1]) {
             jsonRecords = value
@@ -87,7 +92,7 @@ struct ArborBenchmarks {
                     try await IntegrityBenchmark(transfer: transferBenchmark(adapters: adapters, records: records, jsonRecords: jsonRecords, batch: batch)).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
-                    try await EngineBenchmark(records: records).run(engines: engines)
+                    try await EngineBenchmark(records: records, reads: reads).run(engines: engines)
                 default:
                     print("unknown benchmark \(suite); available: commit, phases, engines, merge, sync, postgres, transfer, integrity")
                     exit(2)

@@ -155,6 +155,7 @@ struct TransferBenchmark {
 
     /// Runs this benchmark binary as a child with `arguments`; returns the numbers it printed.
     func child(_ arguments: [String]) async throws -> [String: Double] {
+        settleWrites()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe")
         process.arguments = arguments
@@ -172,6 +173,12 @@ struct TransferBenchmark {
             if parts.count == 2, let value = Double(parts[1]) { numbers[String(parts[0])] = value }
         }
         return numbers
+    }
+
+    /// Puts the file system's dirty pages on disk before a measured step starts, so that no
+    /// step pays for the write-back of the gigabyte the step before it wrote.
+    func settleWrites() {
+        sync()
     }
 
     /// `migrate-child FROM TO`: migrates with verification and prints `key=value` lines.

@@ -78,9 +78,11 @@ final class ObjectCache<Value: CacheCosted>: Sendable {
         guard entry.cost <= generationBytes, state.young[hash] == nil else { return }
         if let stale = state.old.removeValue(forKey: hash) { state.oldBytes -= stale.cost }
         if state.young.count >= max(capacity / 2, 1) || state.youngBytes + entry.cost > generationBytes {
-            state.old = state.young
+            // The dropped old generation's table becomes the young one, emptied but not freed:
+            // a new table would grow again by doubling, rehashing at every step.
+            swap(&state.old, &state.young)
+            state.young.removeAll(keepingCapacity: true)
             state.oldBytes = state.youngBytes
-            state.young = [:]
             state.youngBytes = 0
         }
         state.young[hash] = entry
@@ -138,6 +140,18 @@ final class NodeSource {
         return localBytes[hash]!
     }
 
+    /// Node `hash` as ``nodeBytes(_:)`` finds it, but not remembered for this operation: for a
+    /// single descent, which reads each node once. Filling this operation's table would cost a
+    /// point read a dictionary, its growth and a retain per level for nothing.
+    func nodeBytesOnce(_ hash: Hash) async throws -> NodeBytes {
+        if let node = try knownBytes(hash, remember: false) { return node }
+        let bytes = try await ObjectFetch.verified([hash], from: backend)[hash]!
+        nodesRead += 1
+        let node = try checked(bytes, hash)
+        bytesCache.insert(node, for: hash)
+        return node
+    }
+
     /// The nodes `hashes` as ``NodeBytes``, in order, fetching every missing one in a single
     /// batch: one round trip per level of a batched lookup on remote engines.
     func nodeBytes(_ hashes: [Hash]) async throws -> [NodeBytes] {
@@ -148,7 +162,7 @@ final class NodeSource {
 
     /// Node `hash` as ``NodeBytes`` if it can be had without a fetch, remembered for the rest of
     /// the operation; `nil` if it must be fetched.
-    private func knownBytes(_ hash: Hash) throws -> NodeBytes? {
+    private func knownBytes(_ hash: Hash, remember: Bool = true) throws -> NodeBytes? {
         if hash == Store.emptyRoot.hash { return .empty }
         if let node = localBytes[hash] { return node }
         let node: NodeBytes
@@ -165,7 +179,7 @@ final class NodeSource {
         } else {
             return nil
         }
-        localBytes[hash] = node
+        if remember { localBytes[hash] = node }
         return node
     }
 

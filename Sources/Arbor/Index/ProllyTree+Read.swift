@@ -4,11 +4,11 @@ extension ProllyTree {
     /// - Complexity: O(log n) node reads, one per level.
     static func lookup(_ key: [UInt8], root: Hash, source: NodeSource) async throws -> IndexPayload? {
         // Through the nodes' bytes: one entry per level is wanted, not every entry decoded.
-        var node = try await source.nodeBytes(root)
+        var node = try await source.nodeBytesOnce(root)
         while node.level > 0 {
             let child = try node.child(covering: key)
             let parentLevel = node.level
-            node = try await source.nodeBytes(child)
+            node = try await source.nodeBytesOnce(child)
             guard node.level == parentLevel - 1 else { throw wrongLevel(child, node.level, under: parentLevel) }
         }
         return try node.payload(for: key)
