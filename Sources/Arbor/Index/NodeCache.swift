@@ -135,33 +135,31 @@ final class NodeSource {
     /// from the store's cache of them, from this operation's new nodes, encoded again from a
     /// decoded node, or fetched, verified, checked and cached.
     func nodeBytes(_ hash: Hash) async throws -> NodeBytes {
-        if let node = try knownBytes(hash) { return node }
-        try await fetchBytes([hash])
-        return localBytes[hash]!
+        try await nodeBytes(hash, remember: true)
     }
 
     /// Node `hash` as ``nodeBytes(_:)`` finds it, but not remembered for this operation: for a
     /// single descent, which reads each node once. Filling this operation's table would cost a
     /// point read a dictionary, its growth and a retain per level for nothing.
     func nodeBytesOnce(_ hash: Hash) async throws -> NodeBytes {
-        if let node = try knownBytes(hash, remember: false) { return node }
-        let bytes = try await ObjectFetch.verified([hash], from: backend)[hash]!
-        nodesRead += 1
-        let node = try checked(bytes, hash)
-        bytesCache.insert(node, for: hash)
-        return node
+        try await nodeBytes(hash, remember: false)
+    }
+
+    private func nodeBytes(_ hash: Hash, remember: Bool) async throws -> NodeBytes {
+        if let node = try knownBytes(hash, remember: remember) { return node }
+        return try await fetchBytes([hash], remember: remember)[0]
     }
 
     /// The nodes `hashes` as ``NodeBytes``, in order, fetching every missing one in a single
     /// batch: one round trip per level of a batched lookup on remote engines.
     func nodeBytes(_ hashes: [Hash]) async throws -> [NodeBytes] {
         let missing = try hashes.filter { try knownBytes($0) == nil }
-        if !missing.isEmpty { try await fetchBytes(Array(Set(missing))) }
+        if !missing.isEmpty { _ = try await fetchBytes(Array(Set(missing))) }
         return try hashes.map { try knownBytes($0)! }
     }
 
     /// Node `hash` as ``NodeBytes`` if it can be had without a fetch, remembered for the rest of
-    /// the operation; `nil` if it must be fetched.
+    /// the operation if `remember`; `nil` if it must be fetched.
     private func knownBytes(_ hash: Hash, remember: Bool = true) throws -> NodeBytes? {
         if hash == Store.emptyRoot.hash { return .empty }
         if let node = localBytes[hash] { return node }
@@ -184,14 +182,15 @@ final class NodeSource {
     }
 
     /// Fetches `hashes` (distinct) in one batch, verified and checked, into the store's cache of
-    /// node bytes and this operation's.
-    private func fetchBytes(_ hashes: [Hash]) async throws {
+    /// node bytes and (if `remember`) this operation's; returns them in order.
+    private func fetchBytes(_ hashes: [Hash], remember: Bool = true) async throws -> [NodeBytes] {
         let fetched = try await ObjectFetch.verified(hashes, from: backend)
         nodesRead += hashes.count
-        for hash in hashes {
+        return try hashes.map { hash in
             let node = try checked(fetched[hash]!, hash)
             bytesCache.insert(node, for: hash)
-            localBytes[hash] = node
+            if remember { localBytes[hash] = node }
+            return node
         }
     }
 

@@ -4,6 +4,7 @@ extension ProllyTree {
     /// - Complexity: O(log n) node reads, one per level.
     static func lookup(_ key: [UInt8], root: Hash, source: NodeSource) async throws -> IndexPayload? {
         // Through the nodes' bytes: one entry per level is wanted, not every entry decoded.
+        // `source` does not keep them for later: a descent reads each node once.
         var node = try await source.nodeBytesOnce(root)
         while node.level > 0 {
             let child = try node.child(covering: key)
