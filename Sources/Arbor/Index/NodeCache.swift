@@ -153,9 +153,11 @@ final class NodeSource {
     /// The nodes `hashes` as ``NodeBytes``, in order, fetching every missing one in a single
     /// batch: one round trip per level of a batched lookup on remote engines.
     func nodeBytes(_ hashes: [Hash]) async throws -> [NodeBytes] {
-        let missing = try hashes.filter { try knownBytes($0) == nil }
-        if !missing.isEmpty { _ = try await fetchBytes(Array(Set(missing))) }
-        return try hashes.map { try knownBytes($0)! }
+        let known = try hashes.map { try knownBytes($0) }
+        let missing = Array(Set(zip(hashes, known).compactMap { $1 == nil ? $0 : nil }))
+        guard !missing.isEmpty else { return known.map { $0! } }
+        let fetched = Dictionary(uniqueKeysWithValues: zip(missing, try await fetchBytes(missing)))
+        return zip(hashes, known).map { $1 ?? fetched[$0]! }
     }
 
     /// Node `hash` as ``NodeBytes`` if it can be had without a fetch, remembered for the rest of
