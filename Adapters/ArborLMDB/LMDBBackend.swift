@@ -22,7 +22,7 @@ import Synchronization
 /// run on a serial queue of the environment, off the Swift concurrency pool, since a writer may
 /// wait for another process's write transaction and ends with an fsync. Backends of one process
 /// that open the same folder share one environment, as LMDB requires.
-public final class LMDBBackend: Backend {
+public final class LMDBBackend: Backend, InPlaceReading {
     /// Where the store lives and how its memory map grows.
     public struct Configuration: Sendable {
         /// The environment's folder.
@@ -229,6 +229,18 @@ public final class LMDBBackend: Backend {
                 if let bytes = try txn.get(objects, LMDBBackend.key(hash)) { result[hash] = bytes }
             }
             return result
+        }
+    }
+
+    /// Calls `body` with object `hash` where LMDB maps it, in a read transaction of its own
+    /// (``InPlaceReading``): no copy.
+    ///
+    /// - Complexity: O(log *n*) in a store of *n* objects.
+    public func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        try checkOpen("get")
+        let objects = environment.objects
+        return try environment.read("get") { txn in
+            try hash.withUnsafeBytes { key in try txn.withValue(objects, key, body) }
         }
     }
 

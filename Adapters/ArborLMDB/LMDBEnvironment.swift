@@ -416,6 +416,17 @@ final class LMDBTransaction {
         return LMDBTransaction.bytes(data)
     }
 
+    /// Calls `body` with the value at `key` where LMDB maps it (valid only until the transaction
+    /// ends), or with `nil` if there is none.
+    func withValue<R>(_ dbi: MDB_dbi, _ key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var data = MDB_val()
+        let code = mdb_get(txn, dbi, &keyValue, &data)
+        if code == MDB_NOTFOUND { return try body(nil) }
+        try check("mdb_get", code)
+        return try body(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
+    }
+
     /// Stores `value` at `key`; with `overwrite` false an existing value is kept. Returns whether
     /// it was written.
     @discardableResult

@@ -37,7 +37,7 @@ import Synchronization
 /// (`get`, `contains`) stay on the calling thread: in WAL mode a reader never waits for a
 /// writer, and a point read costs microseconds, less than a hop between threads. No
 /// `@unchecked Sendable` is needed: `Mutex` is `Sendable` whatever it holds.
-public final class SQLiteBackend: Backend {
+public final class SQLiteBackend: Backend, InPlaceReading {
     /// Where the store lives and how it trades durability for speed.
     public struct Configuration: Sendable {
         /// The database file.
@@ -280,6 +280,22 @@ public final class SQLiteBackend: Backend {
                     }
                 }
                 return result
+            }
+        }
+    }
+
+    /// Calls `body` with object `hash` where SQLite holds it, read by one statement, which is
+    /// its own snapshot (``InPlaceReading``): no copy.
+    ///
+    /// - Complexity: O(log *n*) in a store of *n* objects.
+    public func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        try withReader("get") { db in
+            try db.withStatement("SELECT bytes FROM objects WHERE hash = ?1") { statement in
+                try statement.bind(hash, at: 1)
+                // The bytes stay valid until the reset, which comes after `body`.
+                defer { statement.reset() }
+                guard try statement.step() else { return try body(nil) }
+                return try statement.withBlob(0, body)
             }
         }
     }

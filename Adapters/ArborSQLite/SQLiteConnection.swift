@@ -256,19 +256,19 @@ struct SQLiteStatement {
 
     /// Binds bytes (copied) to the 1-based parameter `index`.
     func bind(_ bytes: [UInt8], at index: Int32) throws {
-        try bytes.withUnsafeBytes { buffer in
-            // A zero-length blob needs a non-null pointer, or SQLite binds NULL.
-            let base = buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
-            try check("sqlite3_bind_blob", sqlite3_bind_blob(pointer, index, base, Int32(buffer.count), SQLITE_TRANSIENT))
-        }
+        try bytes.withUnsafeBytes { try bind($0, at: index) }
     }
 
     /// Binds the 32 bytes of a hash to the 1-based parameter `index`.
     func bind(_ hash: Hash, at index: Int32) throws {
-        var key = [UInt8]()
-        key.reserveCapacity(Hash.byteCount)
-        hash.append(to: &key)
-        try bind(key, at: index)
+        try hash.withUnsafeBytes { try bind($0, at: index) }
+    }
+
+    /// Binds a blob (copied) to the 1-based parameter `index`.
+    private func bind(_ buffer: UnsafeRawBufferPointer, at index: Int32) throws {
+        // A zero-length blob needs a non-null pointer, or SQLite binds NULL.
+        let base = buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
+        try check("sqlite3_bind_blob", sqlite3_bind_blob(pointer, index, base, Int32(buffer.count), SQLITE_TRANSIENT))
     }
 
     /// Binds UTF-8 text (copied) to the 1-based parameter `index`.
@@ -301,9 +301,17 @@ struct SQLiteStatement {
 
     /// The bytes of column `index` (0-based) of the current row.
     func bytes(_ index: Int32) -> [UInt8] {
+        withBlob(index) { [UInt8]($0) }
+    }
+
+    /// Calls `body` with column `index`'s bytes where SQLite holds them: valid only until the
+    /// statement steps again or is reset.
+    func withBlob<R>(_ index: Int32, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        // The pointer first, then the length, as SQLite's documentation orders the calls.
+        let base = sqlite3_column_blob(pointer, index)
         let count = Int(sqlite3_column_bytes(pointer, index))
-        guard count > 0, let base = sqlite3_column_blob(pointer, index) else { return [] }
-        return [UInt8](UnsafeRawBufferPointer(start: base, count: count))
+        guard count > 0, let base else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
     /// Column `index` as text, or `nil` if it is NULL.

@@ -43,13 +43,34 @@ struct ByteWriter {
     mutating func hash(_ value: Hash) { value.append(to: &bytes) }
 }
 
+/// Bytes a ``CanonicalReader`` can read: an array it holds, or memory an engine lends for the
+/// length of a call (``InPlaceReading``), which index-node checks read where it lies.
+protocol CanonicalByteStorage: RandomAccessCollection where Element == UInt8, Index == Int {
+    /// Runs `body` over the bytes in contiguous memory.
+    func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R
+}
+
+extension Array: CanonicalByteStorage where Element == UInt8 {
+    @inline(__always)
+    func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R { try withUnsafeBufferPointer(body) }
+}
+
+extension UnsafeBufferPointer: CanonicalByteStorage where Element == UInt8 {
+    @inline(__always)
+    func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R { try body(self) }
+}
+
+/// Reads the primitives of the canonical format from an array of bytes (see ``CanonicalReader``).
+typealias ByteReader = CanonicalReader<[UInt8]>
+
 /// Reads the primitives of the canonical format, rejecting every non-canonical form, so that
-/// one object has exactly one encoding.
-struct ByteReader {
-    let bytes: [UInt8]
+/// one object has exactly one encoding. Generic over where the bytes lie, so that the checks of
+/// a node read in place are the very checks of one read into an array.
+struct CanonicalReader<Bytes: CanonicalByteStorage> {
+    let bytes: Bytes
     var offset: Int
 
-    init(_ bytes: [UInt8], offset: Int = 0) {
+    init(_ bytes: Bytes, offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
     }
@@ -58,7 +79,7 @@ struct ByteReader {
 
     /// At most how many elements a decoder reserves room for ahead of reading them: a count is
     /// only as trustworthy as its object, and each nested collection would reserve again.
-    static let reservationLimit = 1024
+    static var reservationLimit: Int { 1024 }
 
     func corrupt(_ why: String) -> ArborError {
         ArborError(.corruptObject, "malformed object: \(why) at byte \(offset)")
@@ -115,13 +136,31 @@ struct ByteReader {
         return value
     }
 
-    mutating func slice() throws -> ArraySlice<UInt8> {
+    mutating func slice() throws -> Bytes.SubSequence {
+        bytes[try sliceRange()]
+    }
+
+    /// Where a length-prefixed run of bytes lies, without taking it.
+    mutating func sliceRange() throws -> Range<Int> {
         let length = try varint()
         guard length <= UInt64(bytes.count - offset) else { throw corrupt("length past the end") }
         defer { offset += Int(length) }
-        return bytes[offset..<(offset + Int(length))]
+        return offset..<(offset + Int(length))
     }
 
+
+    mutating func hash() throws -> Hash {
+        guard bytes.count - offset >= 32 else { throw corrupt("unexpected end") }
+        defer { offset += 32 }
+        return bytes.withBytes { Hash(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0[offset..<(offset + 32)])))! }
+    }
+
+    func expectEnd() throws {
+        guard isAtEnd else { throw corrupt("trailing bytes") }
+    }
+}
+
+extension ByteReader {
     mutating func string() throws -> String {
         let raw = try slice()
         // `String(validating:as:)` runs as unspecialised generic code, whose metadata lookups
@@ -135,16 +174,6 @@ struct ByteReader {
             guard unchanged else { throw corrupt("invalid UTF-8") }
             return text
         }
-    }
-
-    mutating func hash() throws -> Hash {
-        guard bytes.count - offset >= 32 else { throw corrupt("unexpected end") }
-        defer { offset += 32 }
-        return Hash(bytes: bytes[offset..<(offset + 32)])!
-    }
-
-    func expectEnd() throws {
-        guard isAtEnd else { throw corrupt("trailing bytes") }
     }
 }
 

@@ -66,8 +66,14 @@ public struct Hash: Hashable, Comparable, Sendable, CustomStringConvertible {
     ///
     /// - Complexity: O(*n*) in the number of bytes.
     public static func of(_ bytes: [UInt8]) -> Hash {
-        let digest = bytes.withUnsafeBytes { SHA256.hash(data: $0) }
-        return digest.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in Hash(bytes: buffer)! }
+        bytes.withUnsafeBytes { of($0) }
+    }
+
+    /// The SHA-256 of the bytes in `buffer`.
+    ///
+    /// - Complexity: O(*n*) in the number of bytes.
+    public static func of(_ buffer: UnsafeRawBufferPointer) -> Hash {
+        SHA256.hash(data: buffer).withUnsafeBytes { (digest: UnsafeRawBufferPointer) in Hash(bytes: digest)! }
     }
 
     /// The 32 bytes of the hash.
@@ -81,8 +87,14 @@ public struct Hash: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Appends the 32 bytes of the hash to `buffer`.
     @inlinable
     public func append(to buffer: inout [UInt8]) {
+        withUnsafeBytes { buffer.append(contentsOf: $0) }
+    }
+
+    /// Runs `body` over the 32 bytes of the hash, held on the stack: an engine's key without an allocation.
+    @inlinable
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var words = (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)
-        withUnsafeBytes(of: &words) { buffer.append(contentsOf: $0) }
+        return try Swift.withUnsafeBytes(of: &words, body)
     }
 
     /// 64 lowercase hexadecimal digits.

@@ -4,7 +4,7 @@ import Synchronization
 ///
 /// Its behaviour defines the contract; every other adapter must be indistinguishable from it.
 /// Nothing survives the process.
-public final class MemoryBackend: Backend {
+public final class MemoryBackend: Backend, InPlaceReading {
     private struct State {
         var objects: [Hash: [UInt8]] = [:]
         var refs: [String: Hash] = [:]
@@ -32,6 +32,13 @@ public final class MemoryBackend: Backend {
             for hash in hashes { if let bytes = state.objects[hash] { result[hash] = bytes } }
             return result
         }
+    }
+
+    /// Calls `body` with the stored array's bytes, outside the lock (the array is immutable).
+    public func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        let bytes = try withOpenState("get") { state in state.objects[hash] }
+        guard let bytes else { return try body(nil) }
+        return try bytes.withUnsafeBytes(body)
     }
 
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {

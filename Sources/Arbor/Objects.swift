@@ -173,18 +173,18 @@ struct IndexNode: Sendable {
     }
 }
 
-extension ByteReader {
+extension CanonicalReader {
     /// Reads an index node's header: a reader placed after it, the node's level (0 for a leaf)
     /// and its number of entries.
-    static func indexNode(_ bytes: [UInt8]) throws -> (reader: ByteReader, level: Int, count: Int) {
-        guard let kind = ObjectKind.of(bytes), kind == .leaf || kind == .branch else {
+    static func indexNode(_ bytes: Bytes) throws -> (reader: CanonicalReader, level: Int, count: Int) {
+        guard bytes.count >= 2, bytes[0] == objectFormatMarker, let kind = ObjectKind(rawValue: bytes[1]), kind == .leaf || kind == .branch else {
             throw ArborError(.corruptObject, "malformed object: not an index node")
         }
         // Point reads keep offsets into a node in 32 bits (``NodeBytes``); nodes are kilobytes.
         guard bytes.count <= Int(UInt32.max) else {
             throw ArborError(.corruptObject, "malformed object: an index node of \(bytes.count) bytes")
         }
-        var reader = ByteReader(bytes, offset: 2)
+        var reader = CanonicalReader(bytes, offset: 2)
         let level = kind == .leaf ? 0 : try reader.level()
         let count = try reader.count()
         // Only the empty index is an empty node, and it is a leaf: readers descend into a
@@ -209,17 +209,17 @@ extension ByteReader {
     /// - Complexity: O(*m*) for *m* bytes.
     mutating func indexEntries(level: Int, count: Int, _ body: (_ key: Range<Int>, _ payload: IndexEntryPayload) throws -> Void) throws {
         let bytes = self.bytes
-        try bytes.withUnsafeBufferPointer { buffer in
+        try bytes.withBytes { buffer in
             var previous: UnsafeBufferPointer<UInt8>?
             for _ in 0..<count {
-                let key = try slice().indices
+                let key = try sliceRange()
                 let keyBytes = UnsafeBufferPointer(rebasing: buffer[key])
                 if let previous, compareKeys(previous, keyBytes) >= 0 { throw corrupt("keys out of order") }
                 previous = keyBytes
                 let payload: IndexEntryPayload
                 if level == 0 {
                     switch try byte() {
-                    case 0: payload = .inline(try slice().indices)
+                    case 0: payload = .inline(try sliceRange())
                     case 1: payload = .blob(try hash())
                     default: throw corrupt("unknown leaf payload")
                     }

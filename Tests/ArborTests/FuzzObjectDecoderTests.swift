@@ -210,6 +210,10 @@ import Testing
         // A node as point reads keep it: accepted exactly when decoded, and agreeing with it.
         let nodeBytes = try? NodeBytes(validating: bytes)
         if (nodeBytes != nil) != (node != nil) { tally.fail(bytes, "NodeBytes and IndexNode.decode disagree") }
+        // A leaf searched where an engine lends it: refused exactly when not a leaf the decoder takes.
+        let probe = node?.entries.first?.key ?? Array(bytes.prefix(8))
+        let lentAccepted = (try? { _ = try NodeBytes.payload(inLentLeaf: bytes, for: probe, checked: true); return true }()) ?? false
+        if lentAccepted != (node?.level == 0) { tally.fail(bytes, "a leaf read in place and IndexNode.decode disagree") }
         if let nodeBytes, let node {
             if nodeBytes.level != node.level { tally.fail(bytes, "NodeBytes reads another level") }
             if nodeBytes.count != node.entries.count { tally.fail(bytes, "NodeBytes counts other entries") }
@@ -230,6 +234,9 @@ import Testing
                     if node.level == 0 {
                         let expected = node.entries.first { $0.key == probe }?.payload
                         if try nodeBytes.payload(for: probe) != expected { tally.fail(bytes, "a point read in a leaf's bytes finds another payload") }
+                        for checked in [true, false] where try NodeBytes.payload(inLentLeaf: bytes, for: probe, checked: checked) != expected {
+                            tally.fail(bytes, "a point read in a leaf read in place (checked: \(checked)) finds another payload")
+                        }
                     } else if try nodeBytes.child(covering: probe) != node.entries[node.childIndex(covering: probe)].payload.childHash {
                         tally.fail(bytes, "a point read in a branch's bytes takes another child")
                     }

@@ -86,7 +86,7 @@ import Testing
         #expect(try await snapshot.records(keys).count == keys.count)
         let decoded = store.cache.usage, bytes = store.bytesCache.usage
         #expect(decoded.bytes <= (1 << 20) / 2, "decoded nodes: \(decoded.bytes) bytes in \(decoded.count)")
-        #expect(bytes.bytes <= (1 << 20) / 8 * 3, "node bytes: \(bytes.bytes) bytes in \(bytes.count)")
+        #expect(bytes.bytes <= (1 << 20) / 32 * 11, "node bytes: \(bytes.bytes) bytes in \(bytes.count)")
         #expect(bytes.count > 0, "the bytes cache is used")
     }
 }

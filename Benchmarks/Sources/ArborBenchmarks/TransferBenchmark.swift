@@ -101,8 +101,9 @@ struct TransferBenchmark {
         print("target: at least 100,000 records/s between sqlite, lmdb and postgres; peak memory under 256 MB")
         print("(peak MB: the child's VmHWM, which counts the source's and target's memory-mapped LMDB pages; anon: heap and stacks only)")
 
-        // Exchange of 100 changes at 10,000 records and at `records`.
-        if let (from, large) = copies.first(where: { $0.key != "json" }) {
+        // Exchange of 100 changes at 10,000 records and at `records`, from each source engine
+        // to the engine its kept copy is on.
+        for (from, large) in copies.filter({ $0.key != "json" }).sorted(by: { $0.key < $1.key }) {
             let (smallSource, sourceCleanup) = try makeLocation(from, "small")
             let (smallTarget, targetCleanup) = try makeLocation(large.engine, "smallcopy")
             cleanups += [sourceCleanup, targetCleanup]

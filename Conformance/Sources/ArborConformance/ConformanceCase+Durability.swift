@@ -76,7 +76,7 @@ extension ConformanceCase {
             }
         },
 
-        ConformanceCase(.contract, "corruption-detected", "a corrupted object is reported as ArborError(corruptObject) naming it, on read and on verification; a missing one as missingObject") { context in
+        ConformanceCase(.contract, "corruption-detected", "a corrupted object is reported as ArborError(corruptObject) naming it, on a read, a point read and verification; a missing one as missingObject") { context in
             let store = context.store()
             let version = try await context.step("committing a record") {
                 try await store.save(SuitePerson(id: "p", name: "Ada"), message: "one")
@@ -88,6 +88,11 @@ extension ConformanceCase {
                 try await reader.value(SuitePerson.self, id: "p")
             }
             try expect(error.description.contains(version.root.hex), "the corrupt-object error", expected: "names the object \(version.root.hex)", actual: error.description)
+            // A point read takes its own path to the leaf (in place, where the adapter lends bytes).
+            let pointError = try await expectError(.corruptObject, "a point read of a record whose index node was corrupted") {
+                try await context.store().record(RecordKey(type: SuitePerson.typeName, id: "p"))
+            }
+            try expect(pointError.description.contains(version.root.hex), "the point read's corrupt-object error", expected: "names the object \(version.root.hex)", actual: pointError.description)
             let found = try await context.step("verifying every object") { try await ConformanceCase.verify(context.backend) }
             try expectEqual(found, [version.root], "the objects whose bytes do not match their hash, by verification")
             try await context.step("deleting the version object") { try await context.backend.delete([version.id]) }

@@ -141,6 +141,26 @@ extension ConformanceCase {
             }
         },
 
+        ConformanceCase(.contract, "in-place-reads", "an adapter that lends objects in place (InPlaceReading) lends exactly the bytes get returns, of 0 bytes to 1 MB, and nil for an object it lacks or deleted") { context in
+            guard let lender = context.backend as? any InPlaceReading else { return }  // point reads use get
+            let sizes = [0, 1, 32, 4096, 65_537, 1 << 20]
+            let objects = sizes.enumerated().map { TestObjects.object($0.offset, size: $0.element, seed: 11) }
+            try await context.step("lending objects of \(sizes.count) sizes") {
+                try await context.backend.put(objects)
+                for object in objects {
+                    let lent = try lender.withObjectBytes(object.hash) { $0.map { [UInt8]($0) } }
+                    try expect(lent == object.bytes, "the bytes lent for an object of \(object.bytes.count) bytes",
+                               expected: "the \(object.bytes.count) bytes put", actual: lent.map { "\($0.count) other bytes" } ?? "nil")
+                }
+            }
+            try await context.step("lending an object the store lacks, then one it deleted") {
+                try expectEqual(try lender.withObjectBytes(TestObjects.unknownHash(0)) { $0 == nil }, true, "an unknown object is lent as nil")
+                try await context.backend.delete([objects[3].hash])
+                try expectEqual(try lender.withObjectBytes(objects[3].hash) { $0 == nil }, true, "a deleted object is lent as nil")
+                try expectEqual(try lender.withObjectBytes(objects[4].hash) { $0?.count }, 65_537, "the objects not deleted are still lent")
+            }
+        },
+
         ConformanceCase(.contract, "delete", "deleted objects are gone from get, contains and enumeration; the others stay; they can be put again") { context in
             let backend = context.backend
             let objects = (0..<300).map { TestObjects.object($0) }

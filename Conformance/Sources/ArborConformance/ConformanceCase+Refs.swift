@@ -81,7 +81,12 @@ extension ConformanceCase {
                 ("refs", { _ = try await backend.refs() }),
                 ("compareAndSwap", { _ = try await backend.compareAndSwap(ref: "heads", expected: nil, new: object.hash) }),
             ]
-            for (name, operation) in operations {
+            let lending: [(String, @Sendable () async throws -> Void)] = if let lender = backend as? any InPlaceReading {
+                [("withObjectBytes", { _ = try lender.withObjectBytes(object.hash) { $0 == nil } })]
+            } else {
+                []
+            }
+            for (name, operation) in operations + lending {
                 let error = try await expectError(.closed, "\(name) after close") { try await operation() }
                 try expect(error.backend != nil && error.operation != nil, "the error of \(name) after close",
                            expected: "an ArborError naming the backend and the operation", actual: "backend \(error.backend ?? "nil"), operation \(error.operation ?? "nil")")

@@ -16,6 +16,10 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let node = try? IndexNode.decode(bytes)
         let view = try? NodeBytes(validating: bytes)
         precondition((node == nil) == (view == nil), "NodeBytes and IndexNode.decode disagree")
+        // A leaf searched where an engine lends it refuses exactly what the decoder refuses.
+        let probe = node?.entries.first?.key ?? Array(bytes.prefix(8))
+        let lentAccepted = (try? { _ = try NodeBytes.payload(inLentLeaf: bytes, for: probe, checked: true); return true }()) ?? false
+        precondition(lentAccepted == (node?.level == 0), "a leaf read in place and IndexNode.decode disagree")
         if let node, let view {
             precondition(view.count == node.entries.count)
             for (index, entry) in node.entries.enumerated() {
@@ -25,6 +29,9 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 precondition(view.hasSamePayload(index, as: view, other) == (entry.payload == node.entries[other].payload))
                 if node.level == 0 {
                     precondition((try? view.payload(for: entry.key)) == entry.payload)
+                    for checked in [true, false] {
+                        precondition((try? NodeBytes.payload(inLentLeaf: bytes, for: entry.key, checked: checked)) == entry.payload)
+                    }
                 } else if case .node(let child, _) = node.entries[node.childIndex(covering: entry.key)].payload {
                     precondition((try? view.child(covering: entry.key)) == child)
                 }

@@ -79,6 +79,63 @@ struct NodeBytes: Sendable {
         }
     }
 
+    /// The payload under `key` of a leaf that an engine lends in place (``InPlaceReading``),
+    /// read from just past its header (`header`, ``ByteReader/indexNode(_:)``), or `nil` if it has
+    /// none. Only the payload found is copied: a leaf read once is not worth an array and a
+    /// table of offsets.
+    ///
+    /// If `checked`, every entry is checked as ``init(validating:)`` checks it, with the same
+    /// reader. Otherwise the leaf was found sound before (a node never changes under its hash),
+    /// and the search stops at the first key not below `key`.
+    ///
+    /// - Complexity: O(*m*) for *m* bytes.
+    static func payload(
+        inLeaf header: CanonicalReader<UnsafeBufferPointer<UInt8>>, count: Int, for key: [UInt8], checked: Bool
+    ) throws -> IndexPayload? {
+        var reader = header
+        let bytes = header.bytes
+        return try key.withUnsafeBufferPointer { wanted -> IndexPayload? in
+            func order(_ entryKey: Range<Int>) -> Int { compareKeys(UnsafeBufferPointer(rebasing: bytes[entryKey]), wanted) }
+            guard checked else {
+                for _ in 0..<count {
+                    let entryKey = try reader.sliceRange()
+                    let order = order(entryKey)
+                    if order > 0 { return nil }
+                    let isInline = try reader.byte() == 0
+                    if order == 0 { return isInline ? .inline(Array(bytes[try reader.sliceRange()])) : .blob(try reader.hash()) }
+                    if isInline { _ = try reader.sliceRange() } else { _ = try reader.hash() }
+                }
+                return nil
+            }
+            var found: IndexPayload?
+            var passed = false
+            try reader.indexEntries(level: 0, count: count) { entryKey, payload in
+                // Keys are checked to increase, so the search stops comparing once past `key`.
+                guard !passed else { return }
+                let order = order(entryKey)
+                guard order >= 0 else { return }
+                passed = true
+                guard order == 0 else { return }
+                found = switch payload {
+                case .inline(let record): .inline(Array(bytes[record]))
+                case .blob(let hash): .blob(hash)
+                case .node(let hash, let count): .node(hash, count: count)
+                }
+            }
+            return found
+        }
+    }
+
+    /// ``payload(inLeaf:count:for:checked:)`` on `bytes` as an engine would lend them, header
+    /// included: what the fuzz checks hold against the decoder. Throws for a branch.
+    static func payload(inLentLeaf bytes: [UInt8], for key: [UInt8], checked: Bool) throws -> IndexPayload? {
+        try bytes.withUnsafeBufferPointer { buffer in
+            let (header, level, count) = try CanonicalReader.indexNode(buffer)
+            guard level == 0 else { throw header.corrupt("a branch where a leaf was expected") }
+            return try payload(inLeaf: header, count: count, for: key, checked: checked)
+        }
+    }
+
     /// A leaf's payload under `key`, or `nil` if it has none.
     ///
     /// - Complexity: O(log *e*) key comparisons for *e* entries.

@@ -117,11 +117,17 @@ final class NodeSource {
 
     /// The store's nodes as point reads keep them (``nodeBytes(_:)``).
     let bytesCache: ObjectCache<NodeBytes>
+    /// What the store keeps of the objects it read in place (``InPlaceReading``).
+    let inPlace: InPlaceReadState
 
-    init(backend: any Backend, cache: NodeCache, bytesCache: ObjectCache<NodeBytes> = ObjectCache(capacity: 0)) {
+    init(
+        backend: any Backend, cache: NodeCache, bytesCache: ObjectCache<NodeBytes> = ObjectCache(capacity: 0),
+        inPlace: InPlaceReadState = InPlaceReadState(capacity: 0, byteLimit: 0)
+    ) {
         self.backend = backend
         self.cache = cache
         self.bytesCache = bytesCache
+        self.inPlace = inPlace
     }
 
     func node(_ hash: Hash) async throws -> IndexNode {
@@ -138,11 +144,57 @@ final class NodeSource {
         try await nodeBytes(hash, remember: true)
     }
 
-    /// Node `hash` as ``nodeBytes(_:)`` finds it, but not remembered for this operation: for a
-    /// single descent, which reads each node once. Filling this operation's table would cost a
-    /// point read a dictionary, its growth and a retain per level for nothing.
-    func nodeBytesOnce(_ hash: Hash) async throws -> NodeBytes {
-        try await nodeBytes(hash, remember: false)
+    /// One level of a point read at node `hash`: the branch to search for the child that covers
+    /// `key`, or the payload a leaf holds under `key`.
+    enum PointStep {
+        case branch(NodeBytes)
+        case leaf(IndexPayload?)
+
+        var level: Int {
+            if case .branch(let node) = self { node.level } else { 0 }
+        }
+    }
+
+    /// One level of a point read (``ProllyTree/lookup(_:root:source:)``) at node `hash`, found
+    /// as ``nodeBytes(_:)`` finds it but not remembered for this operation: a descent reads each
+    /// node once, and filling this operation's table would cost it a dictionary, its growth and
+    /// a retain per level for nothing. On a miss, a backend that lends its bytes in place
+    /// (``InPlaceReading``) has the node checked and searched where it lies.
+    func pointStep(_ hash: Hash, toward key: [UInt8]) async throws -> PointStep {
+        let node: NodeBytes
+        if let known = try knownBytes(hash, remember: false) {
+            node = known
+        } else if let lender = backend as? any InPlaceReading {
+            return try lentPointStep(hash, toward: key, from: lender)
+        } else {
+            node = try await fetchBytes([hash], remember: false)[0]
+        }
+        return node.level > 0 ? .branch(node) : .leaf(try node.payload(for: key))
+    }
+
+    /// ``pointStep(_:toward:)`` on a node the backend lends: checked against its hash and as an
+    /// index node (by the same reader as every decoder) unless the store found it sound before.
+    /// A leaf is searched in place and only the payload found is copied; now and then
+    /// (``InPlaceReadState/admitsLeaf()``) it is also cached, so that a store whose leaves fit
+    /// in the cache ends up reading them from there. A branch is copied and cached: every read
+    /// passes through the few there are.
+    private func lentPointStep(_ hash: Hash, toward key: [UInt8], from lender: any InPlaceReading) throws -> PointStep {
+        nodesRead += 1
+        let known = inPlace.verified.value(hash) != nil
+        let step = try lender.withObjectBytes(hash) { raw -> PointStep in
+            let bytes = try ObjectFetch.verified(raw, hash, from: backend, known: known)
+            return try decoding(hash) {
+                let (header, level, count) = try CanonicalReader.indexNode(bytes)
+                guard level == 0, !inPlace.admitsLeaf() else {
+                    let node = try NodeBytes(validating: Array(bytes))
+                    bytesCache.insert(node, for: hash)
+                    return level == 0 ? .leaf(try node.payload(for: key)) : .branch(node)
+                }
+                return .leaf(try NodeBytes.payload(inLeaf: header, count: count, for: key, checked: !known))
+            }
+        }
+        if !known { inPlace.verified.insert(VerifiedObject(), for: hash) }
+        return step
     }
 
     private func nodeBytes(_ hash: Hash, remember: Bool) async throws -> NodeBytes {
@@ -296,14 +348,29 @@ enum ObjectFetch {
     static func verified(_ hashes: [Hash], from backend: any Backend) async throws -> [Hash: [UInt8]] {
         let objects = try await backend.get(hashes)
         for hash in hashes {
-            guard let bytes = objects[hash] else {
-                throw ArborError(.missingObject, "object \(hash) is missing", backend: backend.engineName, operation: "get")
-            }
-            guard Hash.of(bytes) == hash else {
-                throw ArborError(.corruptObject, "object \(hash) does not match its hash", backend: backend.engineName, operation: "get")
-            }
+            guard let bytes = objects[hash] else { throw missing(hash, backend) }
+            guard Hash.of(bytes) == hash else { throw corrupt(hash, backend) }
         }
         return objects
+    }
+
+    /// The bytes of object `hash` lent in place (``InPlaceReading``), checked the same way
+    /// unless `known`: found sound before, by the same store.
+    static func verified(
+        _ lent: UnsafeRawBufferPointer?, _ hash: Hash, from backend: any Backend, known: Bool
+    ) throws -> UnsafeBufferPointer<UInt8> {
+        guard let lent else { throw missing(hash, backend) }
+        guard known || Hash.of(lent) == hash else { throw corrupt(hash, backend) }
+        // Bytes an engine lends are untyped memory that nothing else binds: reading it as bytes is sound.
+        return UnsafeBufferPointer(start: lent.baseAddress?.assumingMemoryBound(to: UInt8.self), count: lent.count)
+    }
+
+    private static func missing(_ hash: Hash, _ backend: any Backend) -> ArborError {
+        ArborError(.missingObject, "object \(hash) is missing", backend: backend.engineName, operation: "get")
+    }
+
+    private static func corrupt(_ hash: Hash, _ backend: any Backend) -> ArborError {
+        ArborError(.corruptObject, "object \(hash) does not match its hash", backend: backend.engineName, operation: "get")
     }
 }
 
@@ -315,6 +382,38 @@ extension IndexNode: CacheCosted {
             let payload = if case .inline(let bytes) = entry.payload { bytes.count + 80 } else { 0 }
             return total + 48 + entry.key.count + 80 + payload
         }
+    }
+}
+
+/// All a store keeps of an object it verified in place: its hash, the cache's key.
+struct VerifiedObject: CacheCosted {
+    /// The hash and the table's share of it.
+    var cacheCost: Int { 48 }
+}
+
+/// What a store keeps of the index nodes its point reads read in place (``InPlaceReading``).
+final class InPlaceReadState: Sendable {
+    /// The nodes found sound, against their hash and as index nodes: an object never changes
+    /// under its hash, so a later read of one skips both checks, as a read from a cache does.
+    let verified: ObjectCache<VerifiedObject>
+    /// Leaf reads so far, to sample which leaves are cached.
+    private let leafReads = Atomic<UInt64>(0)
+    /// One leaf read in this many also caches the leaf.
+    static let admissionInterval: UInt64 = 8
+
+    init(capacity: Int, byteLimit: Int) {
+        verified = ObjectCache(capacity: capacity, byteLimit: byteLimit)
+    }
+
+    /// Whether this leaf read also copies the leaf into the store's cache of node bytes.
+    ///
+    /// A copy costs an allocation of kilobytes and evicts another node, and pays only when
+    /// the leaf is read again before it is evicted in turn. Sampling admits a leaf after a few
+    /// reads: a store whose leaves fit in the cache soon reads them all from there, and one
+    /// read at random across many more leaves than the cache holds copies one leaf in eight,
+    /// not each one it reads.
+    func admitsLeaf() -> Bool {
+        leafReads.add(1, ordering: .relaxed).newValue % Self.admissionInterval == 0
     }
 }
 

@@ -4,15 +4,16 @@ extension ProllyTree {
     /// - Complexity: O(log n) node reads, one per level.
     static func lookup(_ key: [UInt8], root: Hash, source: NodeSource) async throws -> IndexPayload? {
         // Through the nodes' bytes: one entry per level is wanted, not every entry decoded.
-        // `source` does not keep them for later: a descent reads each node once.
-        var node = try await source.nodeBytesOnce(root)
-        while node.level > 0 {
-            let child = try node.child(covering: key)
-            let parentLevel = node.level
-            node = try await source.nodeBytesOnce(child)
-            guard node.level == parentLevel - 1 else { throw wrongLevel(child, node.level, under: parentLevel) }
+        var hash = root
+        var parentLevel: Int?
+        while true {
+            let step = try await source.pointStep(hash, toward: key)
+            if let parentLevel, step.level != parentLevel - 1 { throw wrongLevel(hash, step.level, under: parentLevel) }
+            switch step {
+            case .leaf(let payload): return payload
+            case .branch(let node): (hash, parentLevel) = (try node.child(covering: key), node.level)
+            }
         }
-        return try node.payload(for: key)
     }
 
     /// The leaves that cover `keys` (sorted), each with the keys it covers, fetching each

@@ -88,6 +88,7 @@ extension Store {
         cache.forget(hashes)
         bytesCache.forget(hashes)
         versionCache.forget(hashes)
+        inPlace.verified.forget(hashes)
     }
 
     /// Marks again from the refs; writes back every removed object the refs now reach, with the

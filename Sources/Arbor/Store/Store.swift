@@ -14,12 +14,14 @@ public final class Store: Sendable {
         /// The name this replica signs its commits with.
         public var replica: String
         /// How many decoded index nodes to keep in memory (0 turns the caches off). As many
-        /// nodes are kept as bytes for point reads, and half as many versions; within
-        /// `cacheMemoryLimit` in all.
+        /// nodes are kept as bytes for point reads, half as many versions, and the hashes of
+        /// eight times as many objects read in place and found sound (``InPlaceReading``);
+        /// within `cacheMemoryLimit` in all.
         public var nodeCacheCapacity: Int
         /// About how many bytes of memory the store's caches may hold together, whatever the
-        /// size of its records: half for decoded index nodes, three eighths for nodes kept as
-        /// bytes, an eighth for versions. With records of about 100 bytes the default holds
+        /// size of its records: half for decoded index nodes, eleven thirty-seconds for nodes
+        /// kept as bytes, an eighth for versions, a thirty-second for the hashes of objects
+        /// verified in place. With records of about 100 bytes the default holds
         /// `nodeCacheCapacity` nodes; with larger records it holds fewer. 0 turns the caches off.
         public var cacheMemoryLimit: Int
         /// The clock commit times are read from; replace it in tests.
@@ -50,6 +52,8 @@ public final class Store: Sendable {
     let bytesCache: ObjectCache<NodeBytes>
     /// Versions read before: merges and exchanges walk the same recent history again and again.
     let versionCache: ObjectCache<Version>
+    /// What point reads keep of the nodes they read where the engine keeps them (``InPlaceReading``).
+    let inPlace: InPlaceReadState
     /// The latest time this store has signed a commit with, so its clock never runs backwards.
     private let lastTime = Mutex<HybridTime?>(nil)
 
@@ -59,14 +63,17 @@ public final class Store: Sendable {
         self.configuration = configuration
         let limit = max(configuration.cacheMemoryLimit, 0)
         self.cache = NodeCache(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 2)
-        self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 8 * 3)
+        self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 32 * 11)
         self.versionCache = ObjectCache(capacity: configuration.nodeCacheCapacity / 2, byteLimit: limit / 8)
+        self.inPlace = InPlaceReadState(capacity: configuration.nodeCacheCapacity * 8, byteLimit: limit / 32)
     }
 
     /// Closes the backend.
     public func close() async throws { try await backend.close() }
 
-    func makeSource() -> NodeSource { NodeSource(backend: backend, cache: cache, bytesCache: bytesCache) }
+    func makeSource() -> NodeSource {
+        NodeSource(backend: backend, cache: cache, bytesCache: bytesCache, inPlace: inPlace)
+    }
 
     /// The root of the empty index.
     static let emptyRoot: (hash: Hash, bytes: [UInt8]) = {

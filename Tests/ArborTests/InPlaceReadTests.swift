@@ -1,0 +1,109 @@
+@testable import Arbor
+import Synchronization
+import Testing
+
+/// A memory store that counts the objects it lends in place, and can lend other bytes than it
+/// holds for one object, as a damaged disk would.
+final class LendingProbe: ForwardingBackend, InPlaceReading {
+    let memory = MemoryBackend()
+    var inner: any Backend { memory }
+    private let state = Mutex((lends: 0, damaged: Hash?.none))
+
+    var lends: Int { state.withLock { $0.lends } }
+
+    /// From now on, lends `hash` with its last byte flipped.
+    func damage(_ hash: Hash) { state.withLock { $0.damaged = hash } }
+
+    func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        let damaged = state.withLock { state in
+            state.lends += 1
+            return state.damaged == hash
+        }
+        guard damaged else { return try memory.withObjectBytes(hash, body) }
+        var bytes = try memory.withObjectBytes(hash) { $0.map { [UInt8]($0) } }
+        if let last = bytes?.indices.last { bytes?[last] ^= 1 }
+        return try bytes.map { try $0.withUnsafeBytes(body) } ?? body(nil)
+    }
+}
+
+@Suite struct InPlaceReadTests {
+    private func people(_ count: Int) -> [Record] {
+        (0..<count).map { Record(type: "Person", id: String(format: "p%05d", $0), properties: ["name": .string("Person \($0)")]) }
+    }
+
+    /// Commits `records` and returns the head.
+    private func commit(_ records: [Record], to backend: any Backend) async throws -> Version {
+        var changes = ChangeSet()
+        for record in records { try changes.save(record) }
+        return try await Store(backend: backend, configuration: .init(replica: "r")).commit(changes)
+    }
+
+    @Test func pointReadsThroughALendingBackendFindWhatBatchedReadsFind() async throws {
+        let probe = LendingProbe()
+        let records = people(3_000)
+        let head = try await commit(records, to: probe)
+        let keys = records.map(\.key) + [RecordKey(type: "Person", id: "absent"), RecordKey(type: "Zebra", id: "p00001")]
+        let batched = try await Store(backend: probe, configuration: .init(replica: "r")).snapshot(at: head.id).records(keys)
+        #expect(batched.count == records.count)
+        // A store of its own: the batched read's nodes, in its caches, would spare the engine.
+        let snapshot = try await Store(backend: probe, configuration: .init(replica: "r")).snapshot(at: head.id)
+        for round in 1...3 {
+            for key in keys {
+                #expect(try await snapshot.record(key) == batched[key], "\(key), round \(round)")
+            }
+        }
+        #expect(probe.lends > 0, "the point reads read leaves in place")
+    }
+
+    /// A store whose leaves fit its cache copies each into it after a few reads (one read in
+    /// eight admits), and then reads without asking the engine at all.
+    @Test func leavesThatFitTheCacheEndUpReadFromIt() async throws {
+        let probe = LendingProbe()
+        let records = people(2_000)
+        let head = try await commit(records, to: probe)
+        let snapshot = try await Store(backend: probe, configuration: .init(replica: "r")).snapshot(at: head.id)
+        for _ in 0..<40 {
+            for record in records { _ = try await snapshot.record(record.key) }
+        }
+        let lendsBefore = probe.lends
+        for record in records { #expect(try await snapshot.record(record.key)?.properties == record.properties) }
+        #expect(probe.lends == lendsBefore, "no leaf lent after 40 rounds of reads of a store that fits the cache")
+    }
+
+    @Test func aLeafLentDamagedIsRefusedNamingIt() async throws {
+        let probe = LendingProbe()
+        let head = try await commit(people(1), to: probe)
+        probe.damage(head.root)  // one record: the root is the leaf
+        let store = Store(backend: probe, configuration: .init(replica: "r"))
+        let error = await #expect(throws: ArborError.self) { try await store.record(RecordKey(type: "Person", id: "p00000"), at: head.id) }
+        #expect(error?.code == .corruptObject)
+        #expect(error?.description.contains(head.root.hex) == true, "\(String(describing: error))")
+    }
+
+    /// With the caches off, a store remembers no object as checked: every read checks again.
+    @Test func withoutCachesEveryLentReadIsChecked() async throws {
+        let probe = LendingProbe()
+        let head = try await commit(people(1), to: probe)
+        let store = Store(backend: probe, configuration: .init(replica: "r", nodeCacheCapacity: 0))
+        let key = RecordKey(type: "Person", id: "p00000")
+        #expect(try await store.record(key, at: head.id) != nil)
+        probe.damage(head.root)
+        await #expect(throws: ArborError.self) { try await store.record(key, at: head.id) }
+    }
+
+    /// A node checked once is remembered by the store, and garbage collection forgets the
+    /// objects it deletes, so that reading one fails as it does on the engine.
+    @Test func garbageCollectionForgetsCheckedNodes() async throws {
+        let probe = LendingProbe()
+        let store = Store(backend: probe, configuration: .init(replica: "r"))
+        let orphan = try await commit(people(1), to: probe)
+        let key = RecordKey(type: "Person", id: "p00000")
+        #expect(try await store.record(key, at: orphan.id) != nil)
+        #expect(store.inPlace.verified.value(orphan.root) != nil, "the leaf read in place is remembered as checked")
+        #expect(try await probe.compareAndSwap(ref: RefName.heads, expected: try await probe.ref(RefName.heads), new: nil))
+        try await store.save(Task(id: "kept", title: "kept", done: true))
+        try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(store.inPlace.verified.value(orphan.root) == nil, "the deleted leaf is forgotten")
+        await #expect { try await store.record(key, at: orphan.id) } throws: { ($0 as? ArborError)?.code == .missingObject }
+    }
+}
