@@ -36,4 +36,5 @@ extension ForwardingBackend {
         try await inner.compareAndSwap(ref: name, expected: expected, new: new)
     }
     public func close() async throws { try await inner.close() }
+    public var writeBatchLimit: WriteBatchLimit { inner.writeBatchLimit }
 }

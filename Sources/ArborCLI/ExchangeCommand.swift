@@ -14,15 +14,15 @@ public struct ExchangeCommand: StorePairCommand {
             """)
 
     @OptionGroup public var stores: StorePairOptions
-    @Option(help: ArgumentHelp("The most objects written to the target in one batch (one transaction).", valueName: "count"))
-    public var batchSize = Store.transferBatchSize
+    @Option(help: ArgumentHelp("The most objects written to the target in one batch (one transaction); by default as many as its engine prefers.", valueName: "count"))
+    public var batchSize: Int?
 
     @OptionGroup public var format: OutputOptions
 
     public init() {}
 
     public func validate() throws {
-        guard batchSize > 0 else { throw ValidationError("--batch-size must be at least 1") }
+        if let batchSize, batchSize < 1 { throw ValidationError("--batch-size must be at least 1") }
     }
 
     public func execute(_ output: inout some TextOutputStream) async throws {

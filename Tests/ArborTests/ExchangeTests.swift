@@ -228,6 +228,28 @@ import Testing
         }
     }
 
+    // MARK: Batches
+
+    /// A transfer writes batches of at most what the target asks for, in objects and in bytes,
+    /// unless the caller names a count; the forwarding wrappers pass the target's wish on.
+    @Test func transfersWriteInTheBatchesTheTargetAsksFor() async throws {
+        let source = Store(backend: MemoryBackend())
+        try await fill(source, tasks: 300, commits: 4)
+        let largest = try await source.backend.get(Array(try await source.backend.allHashes())).values.map(\.count).max() ?? 0
+        for (limit, batchSize) in [(WriteBatchLimit(objects: 50, bytes: 1 << 30), nil), (WriteBatchLimit(objects: 100_000, bytes: 20_000), nil),
+                                   (WriteBatchLimit(objects: 50, bytes: 1 << 30), 7)] as [(WriteBatchLimit, Int?)] {
+            let target = BatchRecordingBackend(limit: limit)
+            #expect(RecordingBackend(target).writeBatchLimit == limit, "a forwarding wrapper reports the inner backend's wish")
+            try await source.exchange(to: Store(backend: target), batchSize: batchSize)
+            let batches = target.batches
+            #expect(batches.reduce(0) { $0 + $1.objects } == (try await target.allHashes().count), "every object written once")
+            #expect(batches.allSatisfy { $0.objects <= batchSize ?? limit.objects }, "\(limit), \(String(describing: batchSize)): \(batches.map(\.objects))")
+            #expect(batches.allSatisfy { $0.bytes < limit.bytes + largest }, "\(limit): \(batches.map(\.bytes))")
+            #expect(batches.count > 2, "the limit splits the copy: \(batches.count) batches")
+        }
+        #expect(MemoryBackend().writeBatchLimit == .standard)
+    }
+
     // MARK: Faults
 
     @Test(arguments: AdapterKind.allCases)
@@ -356,6 +378,19 @@ extension Array {
 }
 
 /// Forwards to a backend and remembers which objects were put through it more than once.
+/// A memory store that asks for batches of `limit` and records the size of each `put`.
+final class BatchRecordingBackend: ForwardingBackend {
+    let inner: any Backend = MemoryBackend()
+    let writeBatchLimit: WriteBatchLimit
+    private let recorded = Mutex([(objects: Int, bytes: Int)]())
+    init(limit: WriteBatchLimit) { writeBatchLimit = limit }
+    var batches: [(objects: Int, bytes: Int)] { recorded.withLock { $0 } }
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        recorded.withLock { $0.append((objects.count, objects.reduce(0) { $0 + $1.bytes.count })) }
+        try await inner.put(objects)
+    }
+}
+
 final class RecordingBackend: ForwardingBackend {
     let inner: any Backend
     private let seen = Mutex((all: Set<Hash>(), twice: Set<Hash>()))

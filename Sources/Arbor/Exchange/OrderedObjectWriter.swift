@@ -21,7 +21,7 @@ final class OrderedObjectWriter {
     /// Seconds the backend spent storing the batches that have landed.
     private(set) var writeSeconds: Double = 0
 
-    init(backend: any Backend, maxObjects: Int, maxBytes: Int = 16 << 20) {
+    init(backend: any Backend, maxObjects: Int, maxBytes: Int) {
         self.backend = backend
         self.maxObjects = maxObjects
         self.maxBytes = maxBytes

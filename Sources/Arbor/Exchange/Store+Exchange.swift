@@ -18,23 +18,19 @@ extension Store {
     /// The stores may be on any two backends; the exchange only uses the ``Backend`` protocol.
     ///
     /// `batchSize` is the most objects written to the target in one call (one transaction on the
-    /// transactional engines).
+    /// transactional engines); by default, as many as the target prefers (``Backend/writeBatchLimit``).
     ///
     /// - Complexity: O(m + k log n) objects read and written for `m` missing versions whose
     ///   indexes differ from what the target has in `k` records of `n`; O(height) memory besides
     ///   the list of missing versions.
     @discardableResult
-    public func exchange(to target: Store, batchSize: Int = Store.transferBatchSize, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
-        try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: max(1, batchSize)).exchange()
+    public func exchange(to target: Store, batchSize: Int? = nil, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
+        try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: batchSize).exchange()
     }
 
-    /// The most objects an exchange or a migration writes to the target in one call, unless the
-    /// caller says otherwise (with at most 16 MB in a call).
-    ///
-    /// Each call is one transaction, and on SQLite and LMDB a commit costs an fsync (on LMDB
-    /// also a fresh copy of every B-tree page the batch touches): batches of 4,000 migrated a
-    /// million records 15–30% faster than batches of 2,000, for about 35 MB more memory.
-    public static let transferBatchSize = 4_000
+    /// The most objects an exchange or a migration writes in one call to a target that states
+    /// no preference: ``WriteBatchLimit/standard``.
+    public static let transferBatchSize = WriteBatchLimit.standard.objects
 
     /// Brings this store and `other` to the same heads: exchanges both ways, merges the heads
     /// here with `strategy` (default: this store's configured strategy) when there are several,

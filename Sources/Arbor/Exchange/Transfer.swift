@@ -28,10 +28,13 @@ final class Transfer {
     /// At most this many hashes go into one request.
     static let requestSize = 1_000
 
-    init(from source: any Backend, to target: any Backend, progress: TransferProgressHandler?, batchSize: Int = Store.transferBatchSize) {
+    /// A transfer that writes batches of `batchSize` objects, or as many as the target prefers
+    /// (``Backend/writeBatchLimit``) when `nil`, within the target's limit in bytes.
+    init(from source: any Backend, to target: any Backend, progress: TransferProgressHandler?, batchSize: Int? = nil) {
         self.source = source
         self.target = target
-        self.writer = OrderedObjectWriter(backend: target, maxObjects: batchSize)
+        let limit = target.writeBatchLimit
+        self.writer = OrderedObjectWriter(backend: target, maxObjects: max(1, batchSize ?? limit.objects), maxBytes: max(1, limit.bytes))
         self.progressHandler = progress
     }
 
