@@ -285,7 +285,8 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     }
 
     /// Calls `body` with object `hash` where SQLite holds it, read by one statement, which is
-    /// its own snapshot (``InPlaceReading``): no copy.
+    /// its own snapshot (``InPlaceReading``): in its page cache, or, for a row longer than a page,
+    /// in the buffer SQLite gathers its overflow pages into.
     ///
     /// - Complexity: O(log *n*) in a store of *n* objects.
     public func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {

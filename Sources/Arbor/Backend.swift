@@ -50,9 +50,9 @@ public protocol Backend: Sendable {
     /// Releases the engine's resources. Further calls throw ``ArborError/Code/closed``.
     func close() async throws
 
-    /// The most objects, and bytes of objects, an exchange or a migration puts into this
-    /// backend in one ``put(_:)`` (one transaction on most engines). A hint; the default is
-    /// ``WriteBatchLimit/standard``.
+    /// How many objects, and about how many bytes of them, an exchange or a migration puts
+    /// into this backend in one ``put(_:)`` (one transaction on most engines) unless its caller
+    /// names a count. A hint; the default is ``WriteBatchLimit/standard``.
     var writeBatchLimit: WriteBatchLimit { get }
 }
 
@@ -63,7 +63,7 @@ public protocol Backend: Sendable {
 public struct WriteBatchLimit: Sendable, Hashable {
     /// The most objects in one call.
     public var objects: Int
-    /// The most bytes of objects in one call (a batch ends with the object that reaches it).
+    /// The bytes of objects in one call: a batch ends with the object that reaches it.
     public var bytes: Int
 
     public init(objects: Int, bytes: Int) {

@@ -2,6 +2,8 @@
 /// implement only the calls to change. For instrumentation (counting, timing) and for fault
 /// injection in tests.
 ///
+/// ``InPlaceReading`` is not forwarded either: point reads through a wrapper use ``Backend/get(_:)``.
+///
 /// ``Backend/ancestry(of:limit:)`` is not forwarded: it goes through the conforming type's
 /// ``Backend/get(_:)``, so a type that changes `get` sees every read. Forward it explicitly to
 /// keep the inner backend's many-generations-per-request walks.

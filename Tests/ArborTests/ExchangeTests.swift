@@ -377,7 +377,6 @@ extension Array {
     }
 }
 
-/// Forwards to a backend and remembers which objects were put through it more than once.
 /// A memory store that asks for batches of `limit` and records the size of each `put`.
 final class BatchRecordingBackend: ForwardingBackend {
     let inner: any Backend = MemoryBackend()
@@ -391,6 +390,7 @@ final class BatchRecordingBackend: ForwardingBackend {
     }
 }
 
+/// Forwards to a backend and remembers which objects were put through it more than once.
 final class RecordingBackend: ForwardingBackend {
     let inner: any Backend
     private let seen = Mutex((all: Set<Hash>(), twice: Set<Hash>()))

@@ -66,6 +66,7 @@ final class LendingProbe: ForwardingBackend, InPlaceReading {
             for record in records { _ = try await snapshot.record(record.key) }
         }
         let lendsBefore = probe.lends
+        #expect(lendsBefore > 0, "the leaves were lent before they were cached")
         for record in records { #expect(try await snapshot.record(record.key)?.properties == record.properties) }
         #expect(probe.lends == lendsBefore, "no leaf lent after 40 rounds of reads of a store that fits the cache")
     }
@@ -88,11 +89,42 @@ final class LendingProbe: ForwardingBackend, InPlaceReading {
         let key = RecordKey(type: "Person", id: "p00000")
         #expect(try await store.record(key, at: head.id) != nil)
         probe.damage(head.root)
-        await #expect(throws: ArborError.self) { try await store.record(key, at: head.id) }
+        await #expect { try await store.record(key, at: head.id) } throws: { ($0 as? ArborError)?.code == .corruptObject }
     }
 
-    /// A node checked once is remembered by the store, and garbage collection forgets the
-    /// objects it deletes, so that reading one fails as it does on the engine.
+    /// A node damaged after the store first read (and hashed) it is caught by its fingerprint,
+    /// on the later reads that skip SHA-256, and never reaches the node caches.
+    @Test func aLeafDamagedAfterItsFirstReadIsCaughtByItsFingerprint() async throws {
+        let probe = LendingProbe()
+        let head = try await commit(people(1), to: probe)
+        let store = Store(backend: probe, configuration: .init(replica: "r"))
+        let key = RecordKey(type: "Person", id: "p00000")
+        #expect(try await store.record(key, at: head.id) != nil)
+        #expect(store.inPlace.verified.value(head.root) != nil, "the leaf is remembered as checked")
+        probe.damage(head.root)
+        // Enough reads that some are admitted to the cache (and hashed) and most are not.
+        for _ in 0..<(2 * Int(InPlaceReadState.admissionInterval)) {
+            await #expect { try await store.record(key, at: head.id) } throws: { ($0 as? ArborError)?.code == .corruptObject }
+        }
+        #expect(store.bytesCache.value(head.root) == nil, "damaged bytes never enter the cache")
+    }
+
+    @Test func aFingerprintCatchesEveryFlippedBit() {
+        for length in [0, 1, 7, 8, 9, 31, 32, 33, 100, 4_000] {
+            var bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }
+            let print = bytes.withUnsafeBufferPointer(Fingerprint.of)
+            #expect(bytes.withUnsafeBufferPointer(Fingerprint.of) == print, "the same bytes, the same fingerprint")
+            for bit in stride(from: 0, to: length * 8, by: length > 100 ? 97 : 1) {
+                bytes[bit / 8] ^= 1 << (bit % 8)
+                #expect(bytes.withUnsafeBufferPointer(Fingerprint.of) != print, "bit \(bit) of \(length) bytes")
+                bytes[bit / 8] ^= 1 << (bit % 8)
+            }
+            #expect((bytes + [0]).withUnsafeBufferPointer(Fingerprint.of) != print, "a zero byte more, \(length) bytes")
+        }
+    }
+
+    /// A node checked once is remembered by the store, and garbage collection forgets what it
+    /// deletes (the read after it fails as it would anyway: the engine no longer lends the node).
     @Test func garbageCollectionForgetsCheckedNodes() async throws {
         let probe = LendingProbe()
         let store = Store(backend: probe, configuration: .init(replica: "r"))

@@ -207,6 +207,13 @@ import Testing
         await #expect(performing: { try await ProllyTree.lookup(IndexTests.key(1), root: Hash.of(outer.encoded()), source: source) }, throws: isWrongLevel)
         await #expect(performing: { try await ProllyTree.lookup([IndexTests.key(1)], root: Hash.of(outer.encoded()), source: source) }, throws: isWrongLevel)
         await #expect(performing: { try await ProllyTree.diff(Store.emptyRoot.hash, Hash.of(outer.encoded()), source: source) }, throws: isWrongLevel)
+        // A leaf two levels down, reached by a point read that the memory adapter lends it to in place.
+        let leaf = IndexNode(level: 0, entries: [IndexEntry(key: IndexTests.key(1), payload: IndexTests.payload(1))])
+        let high = IndexNode(level: 2, entries: [IndexEntry(key: IndexTests.key(9), payload: .node(Hash.of(leaf.encoded()), count: 1))])
+        try await backend.put([(Hash.of(leaf.encoded()), leaf.encoded()), (Hash.of(high.encoded()), high.encoded())])
+        await #expect(performing: { try await ProllyTree.lookup(IndexTests.key(1), root: Hash.of(high.encoded()), source: source) }, throws: {
+            (error: any Error) in (error as? ArborError)?.code == .corruptObject && "\(error)".contains("is at level 0 under a branch at level 2")
+        })
     }
 
     @Test func diffReadsOnlyDifferingNodes() async throws {

@@ -8,7 +8,7 @@
 /// wanted are decoded.
 ///
 /// Built only by ``init(validating:)``, which checks the node with the same reader as
-/// ``IndexNode/decode(_:)`` (``ByteReader/indexEntries(level:count:_:)``), so a node is refused
+/// ``IndexNode/decode(_:)`` (``CanonicalReader/indexEntries(level:count:_:)``), so a node is refused
 /// the same way on either path.
 struct NodeBytes: Sendable {
     let bytes: [UInt8]
@@ -80,13 +80,13 @@ struct NodeBytes: Sendable {
     }
 
     /// The payload under `key` of a leaf that an engine lends in place (``InPlaceReading``),
-    /// read from just past its header (`header`, ``ByteReader/indexNode(_:)``), or `nil` if it has
+    /// read from just past its header (`header`, ``CanonicalReader/indexNode(_:)``), or `nil` if it has
     /// none. Only the payload found is copied: a leaf read once is not worth an array and a
     /// table of offsets.
     ///
     /// If `checked`, every entry is checked as ``init(validating:)`` checks it, with the same
-    /// reader. Otherwise the leaf was found sound before (a node never changes under its hash),
-    /// and the search stops at the first key not below `key`.
+    /// reader. Otherwise the leaf was found sound before and its bytes match their fingerprint
+    /// then, and the search stops at the first key not below `key`.
     ///
     /// - Complexity: O(*m*) for *m* bytes.
     static func payload(

@@ -172,28 +172,48 @@ final class NodeSource {
         return node.level > 0 ? .branch(node) : .leaf(try node.payload(for: key))
     }
 
-    /// ``pointStep(_:toward:)`` on a node the backend lends: checked against its hash and as an
-    /// index node (by the same reader as every decoder) unless the store found it sound before.
-    /// A leaf is searched in place and only the payload found is copied; now and then
-    /// (``InPlaceReadState/admitsLeaf()``) it is also cached, so that a store whose leaves fit
-    /// in the cache ends up reading them from there. A branch is copied and cached: every read
-    /// passes through the few there are.
+    /// ``pointStep(_:toward:)`` on a node the backend lends. The first time the store reads a
+    /// node this way, it checks it against its hash and as an index node (by the same reader as
+    /// every decoder), and remembers its ``Fingerprint``; after that, a matching fingerprint
+    /// stands for both checks, at a fraction of the cost of SHA-256, and the leaf's search stops
+    /// at the key. A leaf is searched in place and only the payload found is copied. A branch is
+    /// copied and cached (every read passes through the few there are), and now and then
+    /// (``InPlaceReadState/admitsLeaf()``) a leaf too, so that a store whose leaves fit in the
+    /// cache ends up reading them from there; whatever goes into the cache is checked against
+    /// its hash first, since other operations build new nodes from it.
     private func lentPointStep(_ hash: Hash, toward key: [UInt8], from lender: any InPlaceReading) throws -> PointStep {
-        nodesRead += 1
-        let known = inPlace.verified.value(hash) != nil
+        // Read before the lend: the body must not call the backend.
+        let engine = backend.engineName
+        let remembered = inPlace.verified.value(hash)?.fingerprint
+        let caches = bytesCache.capacity > 0
+        var fingerprint: UInt64?
         let step = try lender.withObjectBytes(hash) { raw -> PointStep in
-            let bytes = try ObjectFetch.verified(raw, hash, from: backend, known: known)
-            return try decoding(hash) {
-                let (header, level, count) = try CanonicalReader.indexNode(bytes)
-                guard level == 0, !inPlace.admitsLeaf() else {
-                    let node = try NodeBytes(validating: Array(bytes))
-                    bytesCache.insert(node, for: hash)
-                    return level == 0 ? .leaf(try node.payload(for: key)) : .branch(node)
+            guard let raw else { throw ObjectFetch.missing(hash, engine) }
+            return try raw.withMemoryRebound(to: UInt8.self) { bytes -> PointStep in
+                let print = Fingerprint.of(bytes)
+                let isLeaf = bytes.count > 1 && bytes[1] == ObjectKind.leaf.rawValue
+                let copies = !isLeaf || (caches && inPlace.admitsLeaf())
+                // Hashed when first read, and whenever copied into the cache.
+                if remembered == nil || copies {
+                    guard Hash.of(UnsafeRawBufferPointer(bytes)) == hash else { throw ObjectFetch.corrupt(hash, engine) }
+                } else if print != remembered {
+                    throw ObjectFetch.corrupt(hash, engine)
                 }
-                return .leaf(try NodeBytes.payload(inLeaf: header, count: count, for: key, checked: !known))
+                fingerprint = print
+                return try decoding(hash) {
+                    guard !copies else {
+                        let node = try NodeBytes(validating: Array(bytes))
+                        bytesCache.insert(node, for: hash)
+                        return node.level == 0 ? .leaf(try node.payload(for: key)) : .branch(node)
+                    }
+                    let (header, level, count) = try CanonicalReader.indexNode(bytes)
+                    guard level == 0 else { throw header.corrupt("a leaf's kind with level \(level)") }
+                    return .leaf(try NodeBytes.payload(inLeaf: header, count: count, for: key, checked: remembered == nil))
+                }
             }
         }
-        if !known { inPlace.verified.insert(VerifiedObject(), for: hash) }
+        nodesRead += 1
+        if remembered == nil, let fingerprint { inPlace.verified.insert(VerifiedObject(fingerprint: fingerprint), for: hash) }
         return step
     }
 
@@ -348,29 +368,18 @@ enum ObjectFetch {
     static func verified(_ hashes: [Hash], from backend: any Backend) async throws -> [Hash: [UInt8]] {
         let objects = try await backend.get(hashes)
         for hash in hashes {
-            guard let bytes = objects[hash] else { throw missing(hash, backend) }
-            guard Hash.of(bytes) == hash else { throw corrupt(hash, backend) }
+            guard let bytes = objects[hash] else { throw missing(hash, backend.engineName) }
+            guard Hash.of(bytes) == hash else { throw corrupt(hash, backend.engineName) }
         }
         return objects
     }
 
-    /// The bytes of object `hash` lent in place (``InPlaceReading``), checked the same way
-    /// unless `known`: found sound before, by the same store.
-    static func verified(
-        _ lent: UnsafeRawBufferPointer?, _ hash: Hash, from backend: any Backend, known: Bool
-    ) throws -> UnsafeBufferPointer<UInt8> {
-        guard let lent else { throw missing(hash, backend) }
-        guard known || Hash.of(lent) == hash else { throw corrupt(hash, backend) }
-        // Bytes an engine lends are untyped memory that nothing else binds: reading it as bytes is sound.
-        return UnsafeBufferPointer(start: lent.baseAddress?.assumingMemoryBound(to: UInt8.self), count: lent.count)
+    static func missing(_ hash: Hash, _ engine: String) -> ArborError {
+        ArborError(.missingObject, "object \(hash) is missing", backend: engine, operation: "get")
     }
 
-    private static func missing(_ hash: Hash, _ backend: any Backend) -> ArborError {
-        ArborError(.missingObject, "object \(hash) is missing", backend: backend.engineName, operation: "get")
-    }
-
-    private static func corrupt(_ hash: Hash, _ backend: any Backend) -> ArborError {
-        ArborError(.corruptObject, "object \(hash) does not match its hash", backend: backend.engineName, operation: "get")
+    static func corrupt(_ hash: Hash, _ engine: String) -> ArborError {
+        ArborError(.corruptObject, "object \(hash) does not match its hash", backend: engine, operation: "get")
     }
 }
 
@@ -385,16 +394,17 @@ extension IndexNode: CacheCosted {
     }
 }
 
-/// All a store keeps of an object it verified in place: its hash, the cache's key.
+/// What a store keeps of a node it checked in place: its ``Fingerprint`` (the hash is the key).
 struct VerifiedObject: CacheCosted {
-    /// The hash and the table's share of it.
-    var cacheCost: Int { 48 }
+    let fingerprint: UInt64
+    /// The hash, the fingerprint and the table's share of them.
+    var cacheCost: Int { 56 }
 }
 
 /// What a store keeps of the index nodes its point reads read in place (``InPlaceReading``).
 final class InPlaceReadState: Sendable {
-    /// The nodes found sound, against their hash and as index nodes: an object never changes
-    /// under its hash, so a later read of one skips both checks, as a read from a cache does.
+    /// The nodes found sound, against their hash and as index nodes, with their fingerprint:
+    /// a later read of one checks the fingerprint instead of both.
     let verified: ObjectCache<VerifiedObject>
     /// Leaf reads so far, to sample which leaves are cached.
     private let leafReads = Atomic<UInt64>(0)

@@ -21,12 +21,7 @@ enum ProllyTree {
         key.withUnsafeBufferPointer { buffer in
             for byte in buffer { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         }
-        hash ^= hash >> 33
-        hash &*= 0xff51_afd7_ed55_8ccd
-        hash ^= hash >> 33
-        hash &*= 0xc4ce_b9fe_1a85_ec53
-        hash ^= hash >> 33
-        return hash
+        return murmurMix(hash)
     }
 
     @inline(__always)
@@ -41,6 +36,19 @@ enum ProllyTree {
         let hash = Hash.of(blob)
         return (.blob(hash), (hash, blob))
     }
+}
+
+/// The MurmurHash3 finalizer: a bijection of 64 bits that spreads every input bit over all of
+/// the output.
+@inline(__always)
+func murmurMix(_ value: UInt64) -> UInt64 {
+    var x = value
+    x ^= x >> 33
+    x &*= 0xff51_afd7_ed55_8ccd
+    x ^= x >> 33
+    x &*= 0xc4ce_b9fe_1a85_ec53
+    x ^= x >> 33
+    return x
 }
 
 /// Byte-wise three-way comparison of keys.

@@ -14,14 +14,14 @@ public final class Store: Sendable {
         /// The name this replica signs its commits with.
         public var replica: String
         /// How many decoded index nodes to keep in memory (0 turns the caches off). As many
-        /// nodes are kept as bytes for point reads, half as many versions, and the hashes of
-        /// eight times as many objects read in place and found sound (``InPlaceReading``);
+        /// nodes are kept as bytes for point reads, half as many versions, and the fingerprints of
+        /// eight times as many nodes read in place and found sound (``InPlaceReading``);
         /// within `cacheMemoryLimit` in all.
         public var nodeCacheCapacity: Int
         /// About how many bytes of memory the store's caches may hold together, whatever the
         /// size of its records: half for decoded index nodes, eleven thirty-seconds for nodes
-        /// kept as bytes, an eighth for versions, a thirty-second for the hashes of objects
-        /// verified in place. With records of about 100 bytes the default holds
+        /// kept as bytes, an eighth for versions, a thirty-second for the fingerprints of nodes
+        /// checked in place. With records of about 100 bytes the default holds
         /// `nodeCacheCapacity` nodes; with larger records it holds fewer. 0 turns the caches off.
         public var cacheMemoryLimit: Int
         /// The clock commit times are read from; replace it in tests.
@@ -65,7 +65,8 @@ public final class Store: Sendable {
         self.cache = NodeCache(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 2)
         self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 32 * 11)
         self.versionCache = ObjectCache(capacity: configuration.nodeCacheCapacity / 2, byteLimit: limit / 8)
-        self.inPlace = InPlaceReadState(capacity: configuration.nodeCacheCapacity * 8, byteLimit: limit / 32)
+        let (verifiedCapacity, overflow) = max(configuration.nodeCacheCapacity, 0).multipliedReportingOverflow(by: 8)
+        self.inPlace = InPlaceReadState(capacity: overflow ? .max : verifiedCapacity, byteLimit: limit / 32)
     }
 
     /// Closes the backend.
