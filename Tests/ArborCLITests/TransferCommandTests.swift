@@ -17,6 +17,8 @@ import Testing
         let exchange = try #require(try ArborCommand.parseAsRoot(["exchange", "json:/a", "sqlite:/b", "--json", "--batch-size", "50"]) as? ExchangeCommand)
         #expect(exchange.stores.from == "json:/a" && exchange.stores.to == "sqlite:/b" && exchange.format.json && exchange.batchSize == 50)
         #expect(throws: (any Error).self) { try ArborCommand.parseAsRoot(["exchange", "json:/a", "sqlite:/b", "--batch-size", "0"]) }
+        let byDefault = try #require(try ArborCommand.parseAsRoot(["exchange", "json:/a", "lmdb:/b"]) as? ExchangeCommand)
+        #expect(byDefault.batchSize == nil, "without --batch-size, the target's engine chooses")
         let sync = try #require(try ArborCommand.parseAsRoot(["sync", "json:/a", "lmdb:/b", "--strategy", "theirs"]) as? SyncCommand)
         #expect(sync.strategy == .theirs)
         let migrate = try #require(try ArborCommand.parseAsRoot(["migrate", "json:/a", "lmdb:/b", "--latest", "--no-verify"]) as? MigrateCommand)

@@ -109,6 +109,18 @@ final class LendingProbe: ForwardingBackend, InPlaceReading {
         #expect(store.bytesCache.value(head.root) == nil, "damaged bytes never enter the cache")
     }
 
+    /// A backend that lends nothing gets no fingerprints, and their share of memory goes to
+    /// the node bytes.
+    @Test func theFingerprintsShareGoesToNodeBytesWhenNothingIsLent() {
+        let limit = 1 << 20
+        let lending = Store(backend: MemoryBackend(), configuration: .init(replica: "r", cacheMemoryLimit: limit))
+        let copying = Store(backend: RecordingBackend(MemoryBackend()), configuration: .init(replica: "r", cacheMemoryLimit: limit))
+        #expect(lending.inPlace.verified.capacity > 0 && lending.bytesCache.byteLimit == limit / 32 * 11)
+        #expect(copying.inPlace.verified.capacity == 0 && copying.bytesCache.byteLimit == limit / 8 * 3)
+        let huge = Store(backend: MemoryBackend(), configuration: .init(replica: "r", nodeCacheCapacity: .max))
+        #expect(huge.inPlace.verified.capacity == .max, "a capacity past Int.max / 8 saturates")
+    }
+
     @Test func aFingerprintCatchesEveryFlippedBit() {
         for length in [0, 1, 7, 8, 9, 31, 32, 33, 100, 4_000] {
             var bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }

@@ -21,7 +21,7 @@ public final class Store: Sendable {
         /// About how many bytes of memory the store's caches may hold together, whatever the
         /// size of its records: half for decoded index nodes, eleven thirty-seconds for nodes
         /// kept as bytes, an eighth for versions, a thirty-second for the fingerprints of nodes
-        /// checked in place. With records of about 100 bytes the default holds
+        /// checked in place (given to the node bytes on a backend that lends nothing). With records of about 100 bytes the default holds
         /// `nodeCacheCapacity` nodes; with larger records it holds fewer. 0 turns the caches off.
         public var cacheMemoryLimit: Int
         /// The clock commit times are read from; replace it in tests.
@@ -63,10 +63,12 @@ public final class Store: Sendable {
         self.configuration = configuration
         let limit = max(configuration.cacheMemoryLimit, 0)
         self.cache = NodeCache(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 2)
-        self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 32 * 11)
         self.versionCache = ObjectCache(capacity: configuration.nodeCacheCapacity / 2, byteLimit: limit / 8)
+        // The fingerprints' share goes to the node bytes when the backend lends nothing.
+        let lends = backend is any InPlaceReading
+        self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity, byteLimit: lends ? limit / 32 * 11 : limit / 8 * 3)
         let (verifiedCapacity, overflow) = max(configuration.nodeCacheCapacity, 0).multipliedReportingOverflow(by: 8)
-        self.inPlace = InPlaceReadState(capacity: overflow ? .max : verifiedCapacity, byteLimit: limit / 32)
+        self.inPlace = InPlaceReadState(capacity: lends ? (overflow ? .max : verifiedCapacity) : 0, byteLimit: lends ? limit / 32 : 0)
     }
 
     /// Closes the backend.
