@@ -218,9 +218,8 @@ public final class LMDBBackend: Backend, InPlaceReading {
     /// 16,000 objects or 16 MB per transaction for transfers. With objects of a few kilobytes
     /// the 16 MB end a batch first: about 6,000 objects of the benchmark's 2.8 KB, against the
     /// standard 4,000. Each LMDB commit syncs the file twice and copies every B-tree page the
-    /// batch touches, and a
-    /// migration writes children first, in no key order, so a batch touches most leaf pages of
-    /// the objects tree. In the transfer benchmark (1,000,000 records, SQLite → LMDB, same
+    /// batch touches, and a migration writes children first, in no key order, so a batch touches
+    /// most leaf pages of the objects tree. In the transfer benchmark (1,000,000 records, SQLite → LMDB, same
     /// session) the copy ran at 131,000–138,000 records/s against 128,000 (and once 55,000) with
     /// the standard batches, for 152–156 MB of peak heap instead of 116–122 MB. 24 MB batches
     /// were as fast again and took 213 MB: LMDB keeps a transaction's dirty pages on the heap,

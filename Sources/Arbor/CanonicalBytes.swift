@@ -148,7 +148,6 @@ struct CanonicalReader<Bytes: CanonicalByteStorage> {
         return offset..<(offset + Int(length))
     }
 
-
     mutating func hash() throws -> Hash {
         guard bytes.count - offset >= 32 else { throw corrupt("unexpected end") }
         defer { offset += 32 }

@@ -27,9 +27,10 @@ public enum ObjectKind: UInt8, Sendable, CaseIterable {
     }
 
     /// The kind of the object `bytes`, or `nil` if they are not an Arbor object of this format.
-    public static func of(_ bytes: [UInt8]) -> ObjectKind? {
-        guard bytes.count >= 2, bytes[0] == objectFormatMarker else { return nil }
-        return ObjectKind(rawValue: bytes[1])
+    public static func of(_ bytes: some Collection<UInt8>) -> ObjectKind? {
+        var iterator = bytes.makeIterator()
+        guard iterator.next() == objectFormatMarker, let kind = iterator.next() else { return nil }
+        return ObjectKind(rawValue: kind)
     }
 }
 
@@ -162,12 +163,7 @@ struct IndexNode: Sendable {
         var entries = [IndexEntry]()
         entries.reserveCapacity(min(count, ByteReader.reservationLimit))
         try reader.indexEntries(level: level, count: count) { key, payload in
-            let decoded: IndexPayload = switch payload {
-            case .inline(let record): .inline(Array(bytes[record]))
-            case .blob(let hash): .blob(hash)
-            case .node(let hash, let count): .node(hash, count: count)
-            }
-            entries.append(IndexEntry(key: Array(bytes[key]), payload: decoded))
+            entries.append(IndexEntry(key: Array(bytes[key]), payload: payload.decoded(from: bytes)))
         }
         return IndexNode(level: level, entries: entries)
     }
@@ -177,7 +173,7 @@ extension CanonicalReader {
     /// Reads an index node's header: a reader placed after it, the node's level (0 for a leaf)
     /// and its number of entries.
     static func indexNode(_ bytes: Bytes) throws -> (reader: CanonicalReader, level: Int, count: Int) {
-        guard bytes.count >= 2, bytes[0] == objectFormatMarker, let kind = ObjectKind(rawValue: bytes[1]), kind == .leaf || kind == .branch else {
+        guard let kind = ObjectKind.of(bytes), kind == .leaf || kind == .branch else {
             throw ArborError(.corruptObject, "malformed object: not an index node")
         }
         // Point reads keep offsets into a node in 32 bits (``NodeBytes``); nodes are kilobytes.
@@ -199,6 +195,24 @@ extension CanonicalReader {
         case inline(Range<Int>)
         case blob(Hash)
         case node(Hash, count: UInt64)
+
+        /// The payload as an ``IndexPayload``, an inline record copied out of `bytes`.
+        func decoded(from bytes: Bytes) -> IndexPayload {
+            switch self {
+            case .inline(let record): .inline(Array(bytes[record]))
+            case .blob(let hash): .blob(hash)
+            case .node(let hash, let count): .node(hash, count: count)
+            }
+        }
+    }
+
+    /// What a leaf entry holds after its key: a record inline (left where it lies) or a blob's hash.
+    mutating func leafPayload() throws -> IndexEntryPayload {
+        switch try byte() {
+        case 0: return .inline(try sliceRange())
+        case 1: return .blob(try hash())
+        default: throw corrupt("unknown leaf payload")
+        }
     }
 
     /// Reads the `count` entries of a node at `level` that follow its header (``indexNode(_:)``),
@@ -218,11 +232,7 @@ extension CanonicalReader {
                 previous = keyBytes
                 let payload: IndexEntryPayload
                 if level == 0 {
-                    switch try byte() {
-                    case 0: payload = .inline(try sliceRange())
-                    case 1: payload = .blob(try hash())
-                    default: throw corrupt("unknown leaf payload")
-                    }
+                    payload = try leafPayload()
                 } else {
                     payload = .node(try hash(), count: try varint())
                 }

@@ -98,12 +98,10 @@ struct NodeBytes: Sendable {
             func order(_ entryKey: Range<Int>) -> Int { compareKeys(UnsafeBufferPointer(rebasing: bytes[entryKey]), wanted) }
             guard checked else {
                 for _ in 0..<count {
-                    let entryKey = try reader.sliceRange()
-                    let order = order(entryKey)
+                    let order = order(try reader.sliceRange())
                     if order > 0 { return nil }
-                    let isInline = try reader.byte() == 0
-                    if order == 0 { return isInline ? .inline(Array(bytes[try reader.sliceRange()])) : .blob(try reader.hash()) }
-                    if isInline { _ = try reader.sliceRange() } else { _ = try reader.hash() }
+                    let payload = try reader.leafPayload()
+                    if order == 0 { return payload.decoded(from: bytes) }
                 }
                 return nil
             }
@@ -116,11 +114,7 @@ struct NodeBytes: Sendable {
                 guard order >= 0 else { return }
                 passed = true
                 guard order == 0 else { return }
-                found = switch payload {
-                case .inline(let record): .inline(Array(bytes[record]))
-                case .blob(let hash): .blob(hash)
-                case .node(let hash, let count): .node(hash, count: count)
-                }
+                found = payload.decoded(from: bytes)
             }
             return found
         }
@@ -174,7 +168,7 @@ struct NodeBytes: Sendable {
     func payload(at index: Int) throws -> IndexPayload {
         var reader = ByteReader(bytes, offset: Int(bounds[3 * index + 1]))
         if level > 0 { return .node(try reader.hash(), count: try reader.varint()) }
-        return try reader.byte() == 0 ? .inline(Array(try reader.slice())) : .blob(try reader.hash())
+        return try reader.leafPayload().decoded(from: bytes)
     }
 
     /// The child that branch entry `index` names.

@@ -141,7 +141,8 @@ final class NodeSource {
     /// from the store's cache of them, from this operation's new nodes, encoded again from a
     /// decoded node, or fetched, verified, checked and cached.
     func nodeBytes(_ hash: Hash) async throws -> NodeBytes {
-        try await nodeBytes(hash, remember: true)
+        if let node = try knownBytes(hash) { return node }
+        return try await fetchBytes([hash])[0]
     }
 
     /// One level of a point read at node `hash`: the branch to search for the child that covers
@@ -152,6 +153,11 @@ final class NodeSource {
 
         var level: Int {
             if case .branch(let node) = self { node.level } else { 0 }
+        }
+
+        /// The step at `node` toward `key`.
+        init(_ node: NodeBytes, toward key: [UInt8]) throws {
+            self = node.level > 0 ? .branch(node) : .leaf(try node.payload(for: key))
         }
     }
 
@@ -169,7 +175,7 @@ final class NodeSource {
         } else {
             node = try await fetchBytes([hash], remember: false)[0]
         }
-        return node.level > 0 ? .branch(node) : .leaf(try node.payload(for: key))
+        return try PointStep(node, toward: key)
     }
 
     /// ``pointStep(_:toward:)`` on a node the backend lends. The first time the store reads a
@@ -190,36 +196,31 @@ final class NodeSource {
         let step = try lender.withObjectBytes(hash) { raw -> PointStep in
             guard let raw else { throw ObjectFetch.missing(hash, engine) }
             return try raw.withMemoryRebound(to: UInt8.self) { bytes -> PointStep in
-                let print = Fingerprint.of(bytes)
-                let isLeaf = bytes.count > 1 && bytes[1] == ObjectKind.leaf.rawValue
-                let copies = !isLeaf || (caches && inPlace.admitsLeaf())
-                // Hashed when first read, and whenever copied into the cache.
+                let copies = ObjectKind.of(bytes) != .leaf || (caches && inPlace.admitsLeaf())
+                // Hashed when first read, and whenever copied into the cache; else fingerprinted.
                 if remembered == nil || copies {
                     guard Hash.of(UnsafeRawBufferPointer(bytes)) == hash else { throw ObjectFetch.corrupt(hash, engine) }
-                } else if print != remembered {
+                } else if Fingerprint.of(bytes) != remembered {
                     throw ObjectFetch.corrupt(hash, engine)
                 }
-                fingerprint = print
-                return try decoding(hash) {
+                let step = try decoding(hash) { () throws -> PointStep in
                     guard !copies else {
                         let node = try NodeBytes(validating: Array(bytes))
                         bytesCache.insert(node, for: hash)
-                        return node.level == 0 ? .leaf(try node.payload(for: key)) : .branch(node)
+                        return try PointStep(node, toward: key)
                     }
-                    let (header, level, count) = try CanonicalReader.indexNode(bytes)
-                    guard level == 0 else { throw header.corrupt("a leaf's kind with level \(level)") }
+                    // A leaf's kind: its header says level 0.
+                    let (header, _, count) = try CanonicalReader.indexNode(bytes)
                     return .leaf(try NodeBytes.payload(inLeaf: header, count: count, for: key, checked: remembered == nil))
                 }
+                // Found sound: remembered by the fingerprint of what was checked.
+                if remembered == nil { fingerprint = Fingerprint.of(bytes) }
+                return step
             }
         }
         nodesRead += 1
         if remembered == nil, let fingerprint { inPlace.verified.insert(VerifiedObject(fingerprint: fingerprint), for: hash) }
         return step
-    }
-
-    private func nodeBytes(_ hash: Hash, remember: Bool) async throws -> NodeBytes {
-        if let node = try knownBytes(hash, remember: remember) { return node }
-        return try await fetchBytes([hash], remember: remember)[0]
     }
 
     /// The nodes `hashes` as ``NodeBytes``, in order, fetching every missing one in a single

@@ -21,8 +21,9 @@ public final class Store: Sendable {
         /// About how many bytes of memory the store's caches may hold together, whatever the
         /// size of its records: half for decoded index nodes, eleven thirty-seconds for nodes
         /// kept as bytes, an eighth for versions, a thirty-second for the fingerprints of nodes
-        /// checked in place (given to the node bytes on a backend that lends nothing). With records of about 100 bytes the default holds
-        /// `nodeCacheCapacity` nodes; with larger records it holds fewer. 0 turns the caches off.
+        /// checked in place (given to the node bytes on a backend that lends nothing). With
+        /// records of about 100 bytes the default holds `nodeCacheCapacity` nodes; with larger
+        /// records it holds fewer. 0 turns the caches off.
         public var cacheMemoryLimit: Int
         /// The clock commit times are read from; replace it in tests.
         public var clock: @Sendable () -> Date
