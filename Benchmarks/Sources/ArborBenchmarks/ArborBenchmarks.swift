@@ -52,6 +52,13 @@ struct ArborBenchmarks {
             jsonRecords = value
             arguments.removeSubrange(index...(index + 1))
         }
+        var readStore: String?
+        if let index = arguments.firstIndex(of: "--store"), index + 1 < arguments.count {
+            readStore = arguments[index + 1]
+            arguments.removeSubrange(index...(index + 1))
+        }
+        let buildReadStore = arguments.contains("--build")
+        arguments.removeAll { $0 == "--build" }
         let suites = arguments.isEmpty ? ["commit"] : arguments
         do {
             for suite in suites {
@@ -90,11 +97,18 @@ struct ArborBenchmarks {
                     try await transferBenchmark(adapters: adapters, records: records, jsonRecords: jsonRecords, batch: batch).run()
                 case "integrity":
                     try await IntegrityBenchmark(transfer: transferBenchmark(adapters: adapters, records: records, jsonRecords: jsonRecords, batch: batch)).run()
+                case "reads":
+                    // `reads --store URL [--build]`: --build makes the store first; later runs read it.
+                    guard let readStore else {
+                        print("reads needs --store URL (and --build the first time)")
+                        exit(2)
+                    }
+                    try await ReadBenchmark(url: readStore, records: records, reads: reads, build: buildReadStore).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records, reads: reads).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, merge, sync, postgres, transfer, integrity")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, reads, merge, sync, postgres, transfer, integrity")
                     exit(2)
                 }
             }

@@ -14,25 +14,39 @@ struct NodeBytes: Sendable {
     let bytes: [UInt8]
     /// 0 for a leaf.
     let level: Int
-    /// Where each entry lies, in key order: for entry *i*, its key starts at 3*i*, its key ends
-    /// and its payload starts at 3*i* + 1, and its payload ends at 3*i* + 2.
-    private let bounds: [UInt32]
+    /// The number of entries.
+    let count: Int
+    /// How many leading bytes every key of the node shares (those of its first and last keys).
+    private let sharedPrefix: Int
+    /// Two tables in one allocation (one retain per copy), both in key order:
+    /// - from 0, each key's *abbreviation*: the 8 bytes after the shared prefix, big-endian, zero
+    ///   padded, as two words (high, low). Abbreviations order as their keys do where they
+    ///   differ, so a search compares words and reads key bytes only on a tie;
+    /// - from 2 × `count`, where each entry lies: for entry *i*, its key starts at 3*i*, its key
+    ///   ends and its payload starts at 3*i* + 1, and its payload ends at 3*i* + 2.
+    private let table: [UInt32]
 
     /// The empty index: the only empty node.
-    static let empty = NodeBytes(bytes: IndexNode.empty.encoded(), level: 0, bounds: [])
+    static let empty = NodeBytes(bytes: IndexNode.empty.encoded(), level: 0, count: 0, sharedPrefix: 0, table: [])
 
-    private init(bytes: [UInt8], level: Int, bounds: [UInt32]) {
+    private init(bytes: [UInt8], level: Int, count: Int, sharedPrefix: Int, table: [UInt32]) {
         self.bytes = bytes
         self.level = level
-        self.bounds = bounds
+        self.count = count
+        self.sharedPrefix = sharedPrefix
+        self.table = table
     }
 
-    /// The number of entries.
-    var count: Int { bounds.count / 3 }
+    /// Where entry `index`'s key starts (`part` 0), ends and its payload starts (1), and its
+    /// payload ends (2).
+    @inline(__always)
+    private func bound(_ index: Int, _ part: Int) -> Int {
+        Int(table[2 * count + 3 * index + part])
+    }
 
     /// Checks `bytes` as a canonical index node.
     ///
-    /// - Complexity: O(*m*) for *m* bytes, with two allocations.
+    /// - Complexity: O(*m*) for *m* bytes, with three allocations (two kept).
     init(validating bytes: [UInt8]) throws {
         let (header, level, count) = try ByteReader.indexNode(bytes)
         var reader = header
@@ -52,28 +66,61 @@ struct NodeBytes: Sendable {
             bounds.append(UInt32(end))
         }
         assert((bounds.last.map(Int.init) ?? header.offset) == bytes.count, "the last payload does not end the node")
+        // Keys increase (checked above), so the first and last share what all of them share.
+        let entries = bounds.count / 3
+        let sharedPrefix = entries == 0 ? 0 : bytes.withUnsafeBufferPointer { buffer in
+            sharedPrefixLength(
+                UnsafeBufferPointer(rebasing: buffer[Int(bounds[0])..<Int(bounds[1])]),
+                UnsafeBufferPointer(rebasing: buffer[Int(bounds[3 * entries - 3])..<Int(bounds[3 * entries - 2])]))
+        }
+        var table = [UInt32](repeating: 0, count: 2 * entries)
+        table.reserveCapacity(5 * entries)
+        bytes.withUnsafeBufferPointer { buffer in
+            for entry in 0..<entries {
+                let key = UnsafeBufferPointer(rebasing: buffer[Int(bounds[3 * entry]) + sharedPrefix..<Int(bounds[3 * entry + 1])])
+                let abbreviation = keyAbbreviation(key)
+                table[2 * entry] = UInt32(truncatingIfNeeded: abbreviation >> 32)
+                table[2 * entry + 1] = UInt32(truncatingIfNeeded: abbreviation)
+            }
+        }
+        table += bounds
         self.bytes = bytes
         self.level = level
-        self.bounds = bounds
+        self.count = entries
+        self.sharedPrefix = sharedPrefix
+        self.table = table
     }
 
     /// The first entry whose key is at least `key` (`count` if none is), and whether its key
-    /// is `key`.
+    /// is `key`: a binary search over the abbreviations, reading key bytes only on a tie.
     private func lowerBound(_ key: [UInt8]) -> (index: Int, isEqual: Bool) {
-        bytes.withUnsafeBufferPointer { buffer in
+        guard count > 0 else { return (0, false) }
+        return bytes.withUnsafeBufferPointer { buffer in
             key.withUnsafeBufferPointer { wanted in
-                bounds.withUnsafeBufferPointer { bounds in
+                table.withUnsafeBufferPointer { table in
+                    let count = self.count
+                    func entryKey(_ index: Int) -> UnsafeBufferPointer<UInt8> {
+                        let bounds = 2 * count + 3 * index
+                        return UnsafeBufferPointer(rebasing: buffer[Int(table[bounds])..<Int(table[bounds + 1])])
+                    }
+                    // Past the shared prefix, or before or after every key.
+                    let prefix = UnsafeBufferPointer(rebasing: entryKey(0)[..<sharedPrefix])
+                    let prefixOrder = compareKeys(prefix, UnsafeBufferPointer(rebasing: wanted[..<min(sharedPrefix, wanted.count)]))
+                    if prefixOrder < 0 { return (count, false) }
+                    if prefixOrder > 0 { return (0, false) }
+                    let abbreviated = keyAbbreviation(UnsafeBufferPointer(rebasing: wanted[sharedPrefix...]))
                     func compare(_ index: Int) -> Int {
-                        let entryKey = UnsafeBufferPointer(rebasing: buffer[Int(bounds[3 * index])..<Int(bounds[3 * index + 1])])
-                        return compareKeys(entryKey, wanted)
+                        let abbreviation = UInt64(table[2 * index]) << 32 | UInt64(table[2 * index + 1])
+                        if abbreviation != abbreviated { return abbreviation < abbreviated ? -1 : 1 }
+                        return compareKeys(entryKey(index), wanted)
                     }
                     var low = 0
-                    var high = bounds.count / 3
+                    var high = count
                     while low < high {
                         let middle = (low + high) / 2
                         if compare(middle) < 0 { low = middle + 1 } else { high = middle }
                     }
-                    return (low, low < bounds.count / 3 && compare(low) == 0)
+                    return (low, low < count && compare(low) == 0)
                 }
             }
         }
@@ -166,7 +213,7 @@ struct NodeBytes: Sendable {
     ///
     /// - Complexity: O(1), plus a copy of an inline record.
     func payload(at index: Int) throws -> IndexPayload {
-        var reader = ByteReader(bytes, offset: Int(bounds[3 * index + 1]))
+        var reader = ByteReader(bytes, offset: bound(index, 1))
         if level > 0 { return .node(try reader.hash(), count: try reader.varint()) }
         return try reader.leafPayload().decoded(from: bytes)
     }
@@ -175,13 +222,13 @@ struct NodeBytes: Sendable {
     ///
     /// - Complexity: O(1).
     func child(at index: Int) throws -> Hash {
-        var reader = ByteReader(bytes, offset: Int(bounds[3 * index + 1]))
+        var reader = ByteReader(bytes, offset: bound(index, 1))
         return try reader.hash()
     }
 
     /// Entry `index`'s key, copied out.
     func key(at index: Int) -> [UInt8] {
-        Array(bytes[Int(bounds[3 * index])..<Int(bounds[3 * index + 1])])
+        Array(bytes[bound(index, 0)..<bound(index, 1)])
     }
 
     /// Compares entry `index`'s key with entry `otherIndex`'s key in `other`, in place.
@@ -201,8 +248,25 @@ struct NodeBytes: Sendable {
 
     /// Runs `body` over entry `index`'s key bytes (`key`) or payload bytes, in place.
     private func withEntry<R>(_ index: Int, key: Bool, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        let start = Int(bounds[3 * index + (key ? 0 : 1)])
-        let end = Int(bounds[3 * index + (key ? 1 : 2)])
+        let start = bound(index, key ? 0 : 1)
+        let end = bound(index, key ? 1 : 2)
         return bytes.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0[start..<end])) }
     }
+}
+
+/// How many leading bytes `a` and `b` share.
+private func sharedPrefixLength(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {
+    var length = 0
+    let limit = min(a.count, b.count)
+    while length < limit, a[length] == b[length] { length += 1 }
+    return length
+}
+
+/// The first 8 bytes of `key`, big-endian, zero padded: two keys whose abbreviations differ
+/// order as their abbreviations do (a key that runs out first is a prefix of the other, and less).
+@inline(__always)
+private func keyAbbreviation(_ key: UnsafeBufferPointer<UInt8>) -> UInt64 {
+    var word: UInt64 = 0
+    for index in 0..<8 { word = word << 8 | UInt64(index < key.count ? key[index] : 0) }
+    return word
 }

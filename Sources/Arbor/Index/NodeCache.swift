@@ -120,14 +120,15 @@ final class NodeSource {
     /// What the store keeps of the objects it read in place (``InPlaceReading``).
     let inPlace: InPlaceReadState
 
+    /// Without `inPlace`, the source keeps no fingerprints and reads in place if the backend lends.
     init(
         backend: any Backend, cache: NodeCache, bytesCache: ObjectCache<NodeBytes> = ObjectCache(capacity: 0),
-        inPlace: InPlaceReadState = InPlaceReadState(capacity: 0, byteLimit: 0)
+        inPlace: InPlaceReadState? = nil
     ) {
         self.backend = backend
         self.cache = cache
         self.bytesCache = bytesCache
-        self.inPlace = inPlace
+        self.inPlace = inPlace ?? InPlaceReadState(capacity: 0, byteLimit: 0, lender: backend as? any InPlaceReading)
     }
 
     func node(_ hash: Hash) async throws -> IndexNode {
@@ -170,7 +171,7 @@ final class NodeSource {
         let node: NodeBytes
         if let known = try knownBytes(hash, remember: false) {
             node = known
-        } else if let lender = backend as? any InPlaceReading {
+        } else if let lender = inPlace.lender {
             return try lentPointStep(hash, toward: key, from: lender)
         } else {
             node = try await fetchBytes([hash], remember: false)[0]
@@ -412,8 +413,12 @@ final class InPlaceReadState: Sendable {
     /// One leaf read in this many also caches the leaf.
     static let admissionInterval: UInt64 = 8
 
-    init(capacity: Int, byteLimit: Int) {
+    /// The store's backend if it lends objects in place: cast once, not at every read.
+    let lender: (any InPlaceReading)?
+
+    init(capacity: Int, byteLimit: Int, lender: (any InPlaceReading)?) {
         verified = ObjectCache(capacity: capacity, byteLimit: byteLimit)
+        self.lender = lender
     }
 
     /// Whether this leaf read also copies the leaf into the store's cache of node bytes.
@@ -429,8 +434,8 @@ final class InPlaceReadState: Sendable {
 }
 
 extension NodeBytes: CacheCosted {
-    /// Two arrays: the node's bytes and its entries' offsets.
-    var cacheCost: Int { 160 + bytes.count + 4 * 3 * count }
+    /// Two arrays: the node's bytes, and its keys' abbreviations with its entries' offsets.
+    var cacheCost: Int { 160 + bytes.count + 4 * 5 * count }
 }
 
 extension Version: CacheCosted {

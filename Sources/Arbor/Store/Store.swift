@@ -66,10 +66,11 @@ public final class Store: Sendable {
         self.cache = NodeCache(capacity: configuration.nodeCacheCapacity, byteLimit: limit / 2)
         self.versionCache = ObjectCache(capacity: configuration.nodeCacheCapacity / 2, byteLimit: limit / 8)
         // The fingerprints' share goes to the node bytes when the backend lends nothing.
-        let lends = backend is any InPlaceReading
+        let lender = backend as? any InPlaceReading
+        let lends = lender != nil
         self.bytesCache = ObjectCache<NodeBytes>(capacity: configuration.nodeCacheCapacity, byteLimit: lends ? limit / 32 * 11 : limit / 8 * 3)
         let (verifiedCapacity, overflow) = max(configuration.nodeCacheCapacity, 0).multipliedReportingOverflow(by: 8)
-        self.inPlace = InPlaceReadState(capacity: lends ? (overflow ? .max : verifiedCapacity) : 0, byteLimit: lends ? limit / 32 : 0)
+        self.inPlace = InPlaceReadState(capacity: lends ? (overflow ? .max : verifiedCapacity) : 0, byteLimit: lends ? limit / 32 : 0, lender: lender)
     }
 
     /// Closes the backend.

@@ -1,0 +1,40 @@
+import Arbor
+import Foundation
+
+/// Point reads of a store made once (`build`: `records` records in commits of 10,000, as the
+/// `engines` benchmark commits them), in several rounds, each through a fresh `Store` so that its caches start cold, as after opening a store.
+/// The same seeded keys every time: two builds read the same store the same way, alternately,
+/// which is how a change to the read path is measured on a noisy machine without building the
+/// store again for each.
+struct ReadBenchmark {
+    var url: String
+    var records: Int
+    var reads: Int
+    var build = false
+    var rounds = 3
+
+    func run() async throws {
+        let items = CommitBenchmark.items(records)
+        if build {
+            let store = try TransferBenchmark.open(url, create: true)
+            let (seconds, _) = try await CommitBenchmark.commit(items, in: store, batch: 10_000)
+            try await store.close()
+            print(String(format: "reads: built %@ with %d records in %.1f s", url, records, seconds))
+        }
+        var generator = FastRandom(state: 0xB0B)
+        let keys = (0..<reads).map { _ in RecordKey(type: BenchmarkItem.typeName, id: items[Int.random(in: 0..<items.count, using: &generator)].id) }
+        var times = [Double]()
+        for _ in 0..<rounds {
+            let store = try TransferBenchmark.open(url, create: false)
+            let start = ContinuousClock.now
+            let snapshot = try await store.snapshot()
+            for key in keys where try await snapshot.record(key) == nil {
+                throw ArborError(.engine, "benchmark check failed: \(key) is missing")
+            }
+            times.append((ContinuousClock.now - start).seconds)
+            try await store.close()
+        }
+        print(String(format: "reads: %d point reads of %d records at %@: %@ s (median %.3f s)", reads, records, url,
+                     times.map { String(format: "%.3f", $0) }.joined(separator: " "), times.sorted()[times.count / 2]))
+    }
+}
