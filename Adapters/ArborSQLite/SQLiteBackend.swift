@@ -1,5 +1,6 @@
 import Arbor
 import Dispatch
+import Foundation
 import Synchronization
 
 /// A store in one SQLite database file, shareable by several processes.
@@ -26,10 +27,12 @@ import Synchronization
 /// transaction, which holds the database's write lock from the read of the old value to the
 /// commit of the new one, so the swap is atomic across processes and survives a crash whole.
 ///
-/// Concurrency in this process: each of the two connections (one that writes and reads refs, one
-/// that reads objects) lives in a `Mutex`, so exactly one task uses it at a time (it is opened
-/// `SQLITE_OPEN_NOMUTEX`, SQLite's multi-thread mode, which allows a connection to move between
-/// threads as long as no two use it at once). Everything on the writing connection runs on a
+/// Concurrency in this process: every connection (one that writes and reads refs, and up to
+/// ``readerLimit`` that read objects) lives in a `Mutex`, so exactly one task uses it at a time
+/// (each is opened `SQLITE_OPEN_NOMUTEX`, SQLite's multi-thread mode, which allows a connection
+/// to move between threads as long as no two use it at once). A read takes the first reading
+/// connection that is free, so reads on several threads run side by side, each in its own
+/// snapshot. Everything on the writing connection runs on a
 /// serial dispatch queue of its own, off the Swift concurrency pool: a write may wait for another
 /// connection's lock (up to the busy timeout) and ends with an fsync, and on the pool's few
 /// threads such waits starved every other task (16 tasks syncing with one SQLite file, each
@@ -76,16 +79,24 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     public let configuration: Configuration
     /// The connection, or `nil` once the store is closed.
     private let connection: Mutex<SQLiteConnection?>
-    /// A second connection for `get` and `contains`, opened on first use: in WAL mode it reads
-    /// its own snapshot while the first connection writes, so reads never wait for a batch being
-    /// written (an exchange reads the next objects while the last batch is committed).
-    private let reader = Mutex<(connection: SQLiteConnection?, isClosed: Bool)>((nil, false))
+    /// Connections for `get`, `contains` and in-place reads, each opened on first use: in WAL
+    /// mode each reads its own snapshot while the first connection writes, so reads never wait
+    /// for a batch being written (an exchange reads the next objects while the last batch is
+    /// committed), and reads on different threads do not wait for one another.
+    private let readers: [ReadingConnection]
+    /// Which reading connection the next read waits for when all are busy.
+    private let nextReader = Atomic<UInt>(0)
+    /// How many reading connections a store opens at most: one per processor, up to 8, since
+    /// reads run on the threads of the Swift pool (one per processor) and each connection keeps
+    /// a page cache of its own (2 MB).
+    static let readerLimit = min(max(ProcessInfo.processInfo.activeProcessorCount, 2), 8)
     /// Where every call on `connection` runs.
     private let writerQueue = DispatchQueue(label: "arbor.sqlite.writer")
 
     private init(configuration: Configuration, connection: sending SQLiteConnection) {
         self.configuration = configuration
         self.connection = Mutex(connection)
+        self.readers = (0..<Self.readerLimit).map { _ in ReadingConnection() }
     }
 
     /// Creates a new, empty store in a new database file. Throws
@@ -237,25 +248,36 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
-    /// Runs `body` with the reading connection, opening it on first use.
+    /// Runs `body` with a reading connection of its own: the first that is free, opened on first
+    /// use, so that reads from one thread at a time keep to one connection and its page cache;
+    /// if all are busy, one of them in turn once it is free (reads hold one for microseconds).
     private func withReader<R>(_ operation: String, _ body: (SQLiteConnection) throws -> R) throws -> R {
+        for slot in readers {
+            if let result = try slot.state.withLockIfAvailable({ state in try read(operation, &state, body) }) { return result }
+        }
+        let turn = nextReader.wrappingAdd(1, ordering: .relaxed).oldValue
+        return try readers[Int(turn % UInt(readers.count))].state.withLock { state in try read(operation, &state, body) }
+    }
+
+    /// ``withReader(_:_:)`` on one reading connection's state, held.
+    private func read<R>(
+        _ operation: String, _ state: inout (connection: SQLiteConnection?, isClosed: Bool), _ body: (SQLiteConnection) throws -> R
+    ) throws -> sending R {
         do {
-            return try reader.withLock { state in
-                guard !state.isClosed else {
-                    throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation)
-                }
-                if let connection = state.connection { return try body(connection) }
-                let connection = try SQLiteConnection.connect(path: configuration.path, operation: operation)
-                do {
-                    try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
-                    try Self.setMemoryMap(connection, configuration)
-                } catch {
-                    try? connection.close()
-                    throw error
-                }
-                state.connection = connection
-                return try body(connection)
+            guard !state.isClosed else {
+                throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation)
             }
+            if let connection = state.connection { return try body(connection) }
+            let connection = try SQLiteConnection.connect(path: configuration.path, operation: operation)
+            do {
+                try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
+                try Self.setMemoryMap(connection, configuration)
+            } catch {
+                try? connection.close()
+                throw error
+            }
+            state.connection = connection
+            return try body(connection)
         } catch var error as ArborError {
             if error.operation == nil { error.operation = operation }
             if error.backend == nil { error.backend = engineName }
@@ -455,10 +477,15 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// - Complexity: O(1).
     public func close() async throws {
         do {
-            try reader.withLock { state in
-                defer { state = (nil, true) }
-                try state.connection?.close()
+            // Every reading connection is closed, even if one fails to; the first failure is thrown.
+            var failure: (any Error)?
+            for slot in readers {
+                slot.state.withLock { state in
+                    defer { state = (nil, true) }
+                    do { try state.connection?.close() } catch { failure = failure ?? error }
+                }
             }
+            if let failure { throw failure }
             try connection.withLock { connection in
                 defer { connection = nil }
                 try connection?.close()
@@ -468,4 +495,9 @@ public final class SQLiteBackend: Backend, InPlaceReading {
             throw error
         }
     }
+}
+
+/// One of a store's reading connections, opened on first use (``SQLiteBackend/readerLimit``).
+final class ReadingConnection: Sendable {
+    let state = Mutex<(connection: SQLiteConnection?, isClosed: Bool)>((nil, false))
 }

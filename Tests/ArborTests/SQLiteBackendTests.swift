@@ -1,6 +1,7 @@
 @testable import ArborSQLite
 import CSQLite
 import Foundation
+import Synchronization
 import Testing
 @testable import Arbor
 
@@ -185,6 +186,44 @@ func randomBytes(_ count: Int) -> Data {
             try await mapped.put([more])
             #expect(try await mapped.contains([more.hash, objects[0].hash]) == [more.hash, objects[0].hash])
             try await mapped.close()
+        }
+    }
+
+    @Test func aReadDoesNotWaitForAnotherThreadsReadAndCloseClosesEveryConnection() async throws {
+        try await withPath { path in
+            let backend = try SQLiteBackend.create(.init(path: path))
+            let objects = (0..<3).map { index in (hash: Hash.of(Array("object \(index)".utf8)), bytes: Array("object \(index)".utf8)) }
+            try await backend.put(objects)
+            // Threads of their own, not the Swift pool's: one holds a reading connection (inside
+            // an in-place read) until released; meanwhile another reads.
+            let holding = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), read = DispatchSemaphore(value: 0)
+            let lent = Mutex<[[UInt8]?]>([])
+            Thread {
+                let bytes = try? backend.withObjectBytes(objects[0].hash) { bytes in
+                    holding.signal()
+                    release.wait()
+                    return bytes.map { [UInt8]($0) }
+                }
+                lent.withLock { $0.append(bytes ?? nil) }
+            }.start()
+            holding.wait()
+            Thread {
+                let bytes = try? backend.withObjectBytes(objects[1].hash) { $0.map { [UInt8]($0) } }
+                lent.withLock { $0.append(bytes ?? nil) }
+                read.signal()
+            }.start()
+            // With one reading connection the second read would wait for the release: time out.
+            let finished = read.wait(timeout: .now() + 20) == .success
+            release.signal()
+            if !finished { read.wait() }
+            #expect(finished, "a read waited for another thread's read to end")
+            while lent.withLock({ $0.count }) < 2 { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+            #expect(lent.withLock { $0 } == [objects[1].bytes, objects[0].bytes])
+            try await backend.close()
+            await #expect(throws: ArborError.self) { try await backend.get([objects[1].hash]) }
+            for _ in 0..<SQLiteBackend.readerLimit {
+                #expect(throws: ArborError.self, "every reading connection is closed") { try backend.withObjectBytes(objects[2].hash) { _ in () } }
+            }
         }
     }
 }

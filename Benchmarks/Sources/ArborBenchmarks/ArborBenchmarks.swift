@@ -57,6 +57,11 @@ struct ArborBenchmarks {
             readStore = arguments[index + 1]
             arguments.removeSubrange(index...(index + 1))
         }
+        var readTasks: String?
+        if let index = arguments.firstIndex(of: "--tasks"), index + 1 < arguments.count {
+            readTasks = arguments[index + 1]
+            arguments.removeSubrange(index...(index + 1))
+        }
         let buildReadStore = arguments.contains("--build")
         arguments.removeAll { $0 == "--build" }
         let suites = arguments.isEmpty ? ["commit"] : arguments
@@ -103,7 +108,8 @@ struct ArborBenchmarks {
                         print("reads needs --store URL (and --build the first time)")
                         exit(2)
                     }
-                    try await ReadBenchmark(url: readStore, records: records, reads: reads, build: buildReadStore).run()
+                    let tasks = max(readTasks.flatMap { Int($0) } ?? 1, 1)
+                    try await ReadBenchmark(url: readStore, records: records, reads: reads, build: buildReadStore, tasks: tasks).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records, reads: reads).run(engines: engines)

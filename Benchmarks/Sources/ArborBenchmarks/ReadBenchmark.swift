@@ -11,6 +11,8 @@ struct ReadBenchmark {
     var records: Int
     var reads: Int
     var build = false
+    /// Tasks reading at once, each a share of the keys through the same snapshot.
+    var tasks = 1
     var rounds = 3
 
     func run() async throws {
@@ -28,13 +30,27 @@ struct ReadBenchmark {
             let store = try TransferBenchmark.open(url, create: false)
             let start = ContinuousClock.now
             let snapshot = try await store.snapshot()
-            for key in keys where try await snapshot.record(key) == nil {
-                throw ArborError(.engine, "benchmark check failed: \(key) is missing")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for share in keys.chunks(of: (keys.count + tasks - 1) / tasks) {
+                    group.addTask {
+                        for key in share where try await snapshot.record(key) == nil {
+                            throw ArborError(.engine, "benchmark check failed: \(key) is missing")
+                        }
+                    }
+                }
+                try await group.waitForAll()
             }
             times.append((ContinuousClock.now - start).seconds)
             try await store.close()
         }
-        print(String(format: "reads: %d point reads of %d records at %@: %@ s (median %.3f s)", reads, records, url,
+        print(String(format: "reads: %d point reads of %d records at %@ by %d task(s): %@ s (median %.3f s)", reads, records, url, tasks,
                      times.map { String(format: "%.3f", $0) }.joined(separator: " "), times.sorted()[times.count / 2]))
+    }
+}
+
+extension Array {
+    /// The array in consecutive pieces of at most `size` elements.
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: Swift.max(size, 1)).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }

@@ -161,6 +161,39 @@ extension ConformanceCase {
             }
         },
 
+        ConformanceCase(.contract, "concurrent-reads", "eight tasks reading at once (get, contains and, where the adapter lends them, objects in place) while another writes each read exactly what was put") { context in
+            let backend = context.backend
+            let objects = (0..<240).map { TestObjects.object($0, size: 64 + ($0 % 7) * 1_500, seed: 13) }
+            let (present, later) = (Array(objects.prefix(160)), Array(objects.dropFirst(160)))
+            try await backend.put(present)
+            try await context.step("8 readers and a writer at once") {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for start in stride(from: 0, to: later.count, by: 10) { try await backend.put(Array(later[start..<start + 10])) }
+                    }
+                    for reader in 0..<8 {
+                        group.addTask {
+                            for round in 0..<40 {
+                                let picked = (0..<12).map { present[(reader * 37 + round * 11 + $0 * 13) % present.count] }
+                                try expectObjects(picked, in: try await backend.get(picked.map(\.hash)), "objects read by one of 8 concurrent readers")
+                                try expectEqual(try await backend.contains(picked.map(\.hash)), Set(picked.map(\.hash)), "contains from one of 8 concurrent readers")
+                                if let lender = backend as? any InPlaceReading {
+                                    let object = picked[round % picked.count]
+                                    let lent = try lender.withObjectBytes(object.hash) { $0.map { [UInt8]($0) } }
+                                    try expect(lent == object.bytes, "the bytes lent to one of 8 concurrent readers",
+                                               expected: "the \(object.bytes.count) bytes put", actual: lent.map { "\($0.count) other bytes" } ?? "nil")
+                                }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            try await context.step("reading everything afterwards") {
+                try expectObjects(objects, in: try await backend.get(objects.map(\.hash)), "objects read after the concurrent reads and writes")
+            }
+        },
+
         ConformanceCase(.contract, "delete", "deleted objects are gone from get, contains and enumeration; the others stay; they can be put again") { context in
             let backend = context.backend
             let objects = (0..<300).map { TestObjects.object($0) }
