@@ -83,7 +83,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// mode each reads its own snapshot while the first connection writes, so reads never wait
     /// for a batch being written (an exchange reads the next objects while the last batch is
     /// committed), and reads on different threads do not wait for one another.
-    private let readers: [ReadingConnection]
+    let readers: [ReadingConnection]
     /// Which reading connection the next read waits for when all are busy.
     private let nextReader = Atomic<UInt>(0)
     /// How many reading connections a store opens at most: one per processor, up to 8, since
@@ -308,7 +308,8 @@ public final class SQLiteBackend: Backend, InPlaceReading {
 
     /// Calls `body` with object `hash` where SQLite holds it, read by one statement, which is
     /// its own snapshot (``InPlaceReading``): in its page cache, or, for a row longer than a page,
-    /// in the buffer SQLite gathers its overflow pages into.
+    /// in the buffer SQLite gathers its overflow pages into. `body` runs holding a reading
+    /// connection, and must not call the backend (a nested read could wait for that connection).
     ///
     /// - Complexity: O(log *n*) in a store of *n* objects.
     public func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
@@ -471,10 +472,11 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
-    /// Closes the connection (finalizing its statements). Further calls throw
-    /// ``ArborError/Code/closed``; closing twice is harmless.
+    /// Closes every connection (finalizing its statements), also when one fails to close (the
+    /// first failure is thrown). Further calls throw ``ArborError/Code/closed``; closing twice
+    /// is harmless.
     ///
-    /// - Complexity: O(1).
+    /// - Complexity: O(``readerLimit``).
     public func close() async throws {
         do {
             // Every reading connection is closed, even if one fails to; the first failure is thrown.
@@ -485,11 +487,11 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                     do { try state.connection?.close() } catch { failure = failure ?? error }
                 }
             }
-            if let failure { throw failure }
             try connection.withLock { connection in
                 defer { connection = nil }
                 try connection?.close()
             }
+            if let failure { throw failure }
         } catch var error as ArborError {
             error.operation = "close"
             throw error

@@ -206,7 +206,7 @@ func randomBytes(_ count: Int) -> Data {
                 }
                 lent.withLock { $0.append(bytes ?? nil) }
             }.start()
-            holding.wait()
+            try #require(holding.wait(timeout: .now() + 20) == .success, "the first read never started")
             Thread {
                 let bytes = try? backend.withObjectBytes(objects[1].hash) { $0.map { [UInt8]($0) } }
                 lent.withLock { $0.append(bytes ?? nil) }
@@ -221,9 +221,11 @@ func randomBytes(_ count: Int) -> Data {
             #expect(lent.withLock { $0 } == [objects[1].bytes, objects[0].bytes])
             try await backend.close()
             await #expect(throws: ArborError.self) { try await backend.get([objects[1].hash]) }
-            for _ in 0..<SQLiteBackend.readerLimit {
-                #expect(throws: ArborError.self, "every reading connection is closed") { try backend.withObjectBytes(objects[2].hash) { _ in () } }
+            #expect(backend.readers.count == SQLiteBackend.readerLimit)
+            for (index, reader) in backend.readers.enumerated() {
+                #expect(reader.state.withLock { $0.isClosed && $0.connection == nil }, "reading connection \(index) is closed")
             }
+            #expect(throws: ArborError.self) { try backend.withObjectBytes(objects[2].hash) { _ in () } }
         }
     }
 }

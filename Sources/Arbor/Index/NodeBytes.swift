@@ -46,7 +46,7 @@ struct NodeBytes: Sendable {
 
     /// Checks `bytes` as a canonical index node.
     ///
-    /// - Complexity: O(*m*) for *m* bytes, with three allocations (two kept).
+    /// - Complexity: O(*m*) for *m* bytes, with two allocations (one kept).
     init(validating bytes: [UInt8]) throws {
         let (header, level, count) = try ByteReader.indexNode(bytes)
         var reader = header
@@ -73,8 +73,9 @@ struct NodeBytes: Sendable {
                 UnsafeBufferPointer(rebasing: buffer[Int(bounds[0])..<Int(bounds[1])]),
                 UnsafeBufferPointer(rebasing: buffer[Int(bounds[3 * entries - 3])..<Int(bounds[3 * entries - 2])]))
         }
-        var table = [UInt32](repeating: 0, count: 2 * entries)
+        var table = [UInt32]()
         table.reserveCapacity(5 * entries)
+        table.append(contentsOf: repeatElement(0, count: 2 * entries))
         bytes.withUnsafeBufferPointer { buffer in
             for entry in 0..<entries {
                 let key = UnsafeBufferPointer(rebasing: buffer[Int(bounds[3 * entry]) + sharedPrefix..<Int(bounds[3 * entry + 1])])

@@ -129,6 +129,7 @@ final class NodeSource {
         self.cache = cache
         self.bytesCache = bytesCache
         self.inPlace = inPlace ?? InPlaceReadState(capacity: 0, byteLimit: 0, lender: backend as? any InPlaceReading)
+        assert(self.inPlace.lender.map { $0 as AnyObject === backend as AnyObject } ?? true, "the lender is not the source's backend")
     }
 
     func node(_ hash: Hash) async throws -> IndexNode {
