@@ -26,6 +26,11 @@ struct CommitBenchmark {
         }
     }
 
+    /// The keys of `count` items picked at random (with repeats) from `items`.
+    static func randomKeys(_ count: Int, of items: [BenchmarkItem], using generator: inout some RandomNumberGenerator) -> [RecordKey] {
+        (0..<count).map { _ in RecordKey(type: BenchmarkItem.typeName, id: items[Int.random(in: 0..<items.count, using: &generator)].id) }
+    }
+
     /// Commits `items` through `store` in commits of `batch` values; returns the seconds taken
     /// and the head, checked to hold every item.
     static func commit(_ items: [BenchmarkItem], in store: Store, batch: Int) async throws -> (seconds: Double, head: Version) {

@@ -73,7 +73,7 @@ struct EngineBenchmark {
         // Reads through a fresh Store, so the node cache starts cold as after opening a store.
         let reader = Store(backend: backend, configuration: .init(replica: "bench"))
         var generator = SystemRandomNumberGenerator()
-        let keys = (0..<reads).map { _ in RecordKey(type: BenchmarkItem.typeName, id: items[Int.random(in: 0..<items.count, using: &generator)].id) }
+        let keys = CommitBenchmark.randomKeys(reads, of: items, using: &generator)
         let read = try await timeReads(keys, at: head, through: reader)
         if let other {
             let backend = try other.open()
@@ -99,11 +99,15 @@ struct EngineBenchmark {
     /// Seconds to read every one of `keys` at `head` through `store`, each checked to exist.
     private func timeReads(_ keys: [RecordKey], at head: Version, through store: Store) async throws -> Double {
         let start = ContinuousClock.now
-        let snapshot = try await store.snapshot(at: head.id)
+        try await Self.readEach(keys, from: try await store.snapshot(at: head.id))
+        return (ContinuousClock.now - start).seconds
+    }
+
+    /// Reads every one of `keys` through `snapshot`, one point read each, checked to exist.
+    static func readEach(_ keys: some Sequence<RecordKey>, from snapshot: Snapshot) async throws {
         for key in keys where try await snapshot.record(key) == nil {
             throw ArborError(.engine, "benchmark check failed: \(key) is missing")
         }
-        return (ContinuousClock.now - start).seconds
     }
 
     static func size(of files: [String]) -> Int {

@@ -102,9 +102,7 @@ struct PostgresBenchmark {
         var found = 0
         var remaining = reads
         while remaining > 0 {
-            let keys = (0..<min(readBatch, remaining)).map { _ in
-                RecordKey(type: BenchmarkItem.typeName, id: items[Int.random(in: 0..<items.count, using: &generator)].id)
-            }
+            let keys = CommitBenchmark.randomKeys(min(readBatch, remaining), of: items, using: &generator)
             found += try await snapshot.records(keys).count
             remaining -= keys.count
         }

@@ -2,10 +2,10 @@ import Arbor
 import Foundation
 
 /// Point reads of a store made once (`build`: `records` records in commits of 10,000, as the
-/// `engines` benchmark commits them), in several rounds, each through a fresh `Store` so that its caches start cold, as after opening a store.
-/// The same seeded keys every time: two builds read the same store the same way, alternately,
-/// which is how a change to the read path is measured on a noisy machine without building the
-/// store again for each.
+/// `engines` benchmark commits them), in several rounds, each through a fresh `Store` so that
+/// its caches start cold, as after opening a store. The same seeded keys every time: two builds
+/// read the same store the same way, alternately, which is how a change to the read path is
+/// measured on a noisy machine without building the store again for each.
 struct ReadBenchmark {
     var url: String
     var records: Int
@@ -24,7 +24,7 @@ struct ReadBenchmark {
             print(String(format: "reads: built %@ with %d records in %.1f s", url, records, seconds))
         }
         var generator = FastRandom(state: 0xB0B)
-        let keys = (0..<reads).map { _ in RecordKey(type: BenchmarkItem.typeName, id: items[Int.random(in: 0..<items.count, using: &generator)].id) }
+        let keys = CommitBenchmark.randomKeys(reads, of: items, using: &generator)
         var times = [Double]()
         for _ in 0..<rounds {
             let store = try TransferBenchmark.open(url, create: false)
@@ -32,11 +32,7 @@ struct ReadBenchmark {
             let snapshot = try await store.snapshot()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for share in keys.chunks(of: (keys.count + tasks - 1) / tasks) {
-                    group.addTask {
-                        for key in share where try await snapshot.record(key) == nil {
-                            throw ArborError(.engine, "benchmark check failed: \(key) is missing")
-                        }
-                    }
+                    group.addTask { try await EngineBenchmark.readEach(share, from: snapshot) }
                 }
                 try await group.waitForAll()
             }
