@@ -325,6 +325,37 @@ import Testing
 
     // MARK: Counted costs
 
+    /// A migration writes each object once: also a node that one version's index holds at its
+    /// root and another's (taller, in the same chunk of history) holds lower down, which a deeper
+    /// walk copies first; and also a node named again after its batch landed, which an empty
+    /// target is asked about only when the transfer may have written it (``LandedObjects``).
+    /// A bulk load of random ids in ten commits has both; small groups and batches make walks
+    /// split and batches land in the middle of them, as a million records do.
+    @Test(arguments: [(Transfer.groupSize, nil), (4, 64)] as [(Int, Int?)])
+    func aMigrationIntoAnEmptyStoreCopiesEachObjectOnce(groupSize: Int, batchSize: Int?) async throws {
+        let source = Store(backend: MemoryBackend(), configuration: .init(replica: "a"))
+        var generator = SeededGenerator(seed: 21)
+        for _ in 0..<10 {
+            var changes = ChangeSet()
+            for _ in 0..<3_000 {
+                let id = String(UInt64.random(in: 0...UInt64.max, using: &generator), radix: 16)
+                try changes.save(item(id, ["title": .string("Item \(id) with a title long enough to make a record of ~100 bytes")]))
+            }
+            try await source.commit(changes)
+        }
+        let counting = CountingBackend(MemoryBackend())
+        let transfer = Transfer(from: source.backend, to: counting, progress: nil, batchSize: batchSize)
+        transfer.groupSize = groupSize
+        transfer.targetStartedEmpty = true
+        let report = try await transfer.exchange()
+        let stored = try await counting.allHashes().count
+        #expect(counting.objectsPut == stored, "\(counting.objectsPut) objects put for \(stored) stored")
+        #expect(report.objects == stored - 1, "\(report.objects) objects copied for \(stored - 1) (the head set aside)")
+        var check = MigrationReport(latestOnly: false)
+        try await MigrationCheck(source: source.backend, target: counting, latestOnly: false).run(&check)
+        #expect(check.verified)
+    }
+
     @Test func exchangeCostGrowsWithTheChangeNotTheStore() async throws {
         let source = Store(backend: MemoryBackend(), configuration: .init(replica: "a"))
         let n = 20_000

@@ -5,16 +5,19 @@ import Synchronization
 /// A backend wrapper that counts the objects read and written through it.
 final class CountingBackend: ForwardingBackend {
     let inner: any Backend
-    private let counters = Mutex((gets: 0, puts: 0, getCalls: 0, asked: 0))
+    private let counters = Mutex((gets: 0, puts: 0, getCalls: 0, asked: 0, putsAll: 0))
 
     init(_ inner: any Backend = MemoryBackend()) { self.inner = inner }
 
     var objectsRead: Int { counters.withLock { $0.gets } }
+    /// Objects put that the store did not hold.
     var objectsWritten: Int { counters.withLock { $0.puts } }
+    /// Every object put, also those the store held already.
+    var objectsPut: Int { counters.withLock { $0.putsAll } }
     var getCalls: Int { counters.withLock { $0.getCalls } }
     /// Hashes asked about with `contains`.
     var hashesAsked: Int { counters.withLock { $0.asked } }
-    func reset() { counters.withLock { $0 = (0, 0, 0, 0) } }
+    func reset() { counters.withLock { $0 = (0, 0, 0, 0, 0) } }
 
     func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         counters.withLock { $0.asked += hashes.count }
@@ -27,7 +30,7 @@ final class CountingBackend: ForwardingBackend {
     }
     func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
         let fresh = try await objects.count - inner.contains(objects.map(\.hash)).count
-        counters.withLock { $0.puts += fresh }
+        counters.withLock { $0.puts += fresh; $0.putsAll += objects.count }
         try await inner.put(objects)
     }
 }

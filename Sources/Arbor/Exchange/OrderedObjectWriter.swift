@@ -16,6 +16,9 @@ final class OrderedObjectWriter {
     private var inFlight: Task<Double, any Error>?
     private var inFlightHashes: [Hash] = []
 
+    /// The objects that have landed, when a transfer wants to know (``LandedObjects``).
+    var landed: LandedObjects?
+
     private(set) var objectsWritten = 0
     private(set) var bytesWritten = 0
     /// Seconds the backend spent storing the batches that have landed.
@@ -72,6 +75,7 @@ final class OrderedObjectWriter {
         guard let task = inFlight else { return }
         inFlight = nil
         writeSeconds += try await task.value
+        if landed != nil { for hash in inFlightHashes { landed?.insert(hash) } }
         queued.subtract(inFlightHashes)
         inFlightHashes = []
     }

@@ -45,16 +45,18 @@ final class Transfer {
     // MARK: Asking and fetching
 
     /// Whether the target held no objects when the transfer began (a migration into a new
-    /// store). Then nothing needs asking: what it holds is what this transfer wrote, and the walk
-    /// against each version's base already skips that (an object that comes back after being
-    /// dropped in between, say by a revert, is written again: harmless, since puts are idempotent).
-    var targetStartedEmpty = false
+    /// store). Then what it holds is what this transfer wrote: the target is asked only about
+    /// objects the transfer may have written (``LandedObjects``), and the walk against each
+    /// version's base skips most of those without asking.
+    var targetStartedEmpty = false {
+        didSet { writer.landed = targetStartedEmpty ? LandedObjects() : nil }
+    }
 
     /// The subset of `hashes` the target holds or is about to hold.
     func targetHas(_ hashes: [Hash]) async throws -> Set<Hash> {
         var present = Set(hashes.filter(writer.isQueued))
-        if targetStartedEmpty { return present }
-        let ask = hashes.filter { !present.contains($0) }
+        var ask = hashes.filter { !present.contains($0) }
+        if targetStartedEmpty, let landed = writer.landed { ask.removeAll { !landed.mayContain($0) } }
         for chunk in ask.chunks(of: Transfer.requestSize) {
             rounds += 1
             present.formUnion(try await target.contains(chunk))
@@ -214,6 +216,15 @@ final class Transfer {
 
     /// At most this many sibling nodes are fetched and walked together.
     static let groupSize = 1_024
+    /// ``groupSize``, smaller in tests, to make walks split into pieces on small stores.
+    var groupSize = Transfer.groupSize
+
+    /// The nodes of the walks in progress (every call of `copyWalks` on the stack), each `true`
+    /// once added. A node can be in one walk's group and also a child of a node of another walk
+    /// (versions of one chunk whose indexes differ in height), so a deeper call copies it first;
+    /// the walk that holds it then must not add it again, since by then its batch may have
+    /// landed and the writer no longer knows it. Bounded by the stack: a group per level.
+    private var groupsPending = [Hash: Bool]()
 
     /// A fetched object and its links.
     typealias Fetched = (hash: Hash, bytes: [UInt8], links: ObjectLinks)
@@ -278,6 +289,14 @@ final class Transfer {
     /// in the same step finds that index's nodes written before it names them.
     private func copyWalks(_ walks: [Walk]) async throws {
         guard !walks.isEmpty else { return }
+        var ownGroups = [Hash]()
+        for walk in walks {
+            for node in walk.group where groupsPending[node.hash] == nil {
+                groupsPending[node.hash] = false
+                ownGroups.append(node.hash)
+            }
+        }
+        defer { for hash in ownGroups { groupsPending[hash] = nil } }
         let known = walks.map { Set($0.names($0.old)) }
         var asks = Set<Hash>()
         for (walk, known) in zip(walks, known) { asks.formUnion(walk.names(walk.group).filter { !known.contains($0) }) }
@@ -313,7 +332,7 @@ final class Transfer {
             }
             var start = 0
             while start < wanted.count {
-                let end = min(start + Transfer.groupSize, wanted.count)
+                let end = min(start + groupSize, wanted.count)
                 // The replaced nodes in proportion to this piece (with a node to spare on each
                 // side): a misalignment only costs questions, never a skipped node.
                 var old = [Hash]()
@@ -339,7 +358,7 @@ final class Transfer {
         while next < pieces.count {
             var end = next + 1
             var size = pieces[next].wanted.count
-            while end < pieces.count && size + pieces[end].wanted.count <= Transfer.groupSize {
+            while end < pieces.count && size + pieces[end].wanted.count <= groupSize {
                 size += pieces[end].wanted.count
                 end += 1
             }
@@ -361,7 +380,10 @@ final class Transfer {
             next = end
         }
         for walk in walks {
-            for node in walk.group { try await writer.add(node.hash, node.bytes) }
+            for node in walk.group where groupsPending[node.hash] != true {
+                try await writer.add(node.hash, node.bytes)
+                groupsPending[node.hash] = true
+            }
         }
         reportProgress(force: false)
     }
