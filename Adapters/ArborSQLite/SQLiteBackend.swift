@@ -63,12 +63,22 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         /// a file truncated underneath) ends the process with `SIGBUS` instead of returning an
         /// error. Hence opt-in.
         public var memoryMapSize: Int
+        /// The most bytes of pages the writing connection keeps cached between its transactions
+        /// (`PRAGMA cache_size`); 32 MB by default, against SQLite's 2 MB.
+        ///
+        /// Objects are found through an index on their hash, so every batch of new objects
+        /// touches index pages all over the file. With 2 MB most of them were read again for
+        /// each batch: migrating 1,000,000 records from PostgreSQL made 1,058,320 `pread` and
+        /// 1,231,101 `pwrite` calls, and 702,852 and 954,123 with 32 MB, for about 30 MB more
+        /// memory at the peak. Pages are allocated as used, so a small store costs what it needs.
+        public var writerCacheSize: Int
 
-        public init(path: String, synchronous: Bool = true, busyTimeout: Int = 10_000, memoryMapSize: Int = 0) {
+        public init(path: String, synchronous: Bool = true, busyTimeout: Int = 10_000, memoryMapSize: Int = 0, writerCacheSize: Int = 32 << 20) {
             self.path = path
             self.synchronous = synchronous
             self.busyTimeout = busyTimeout
             self.memoryMapSize = memoryMapSize
+            self.writerCacheSize = writerCacheSize
         }
     }
 
@@ -180,6 +190,8 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         // several megabytes, and a checkpoint (with its fsync of the database) after every batch
         // cost a quarter of a migration's time into SQLite.
         try connection.execute("PRAGMA wal_autocheckpoint = 8192")
+        // SQLite's cache_size counts KiB when negative; at least one page.
+        try connection.execute("PRAGMA cache_size = -\(max(4, configuration.writerCacheSize / 1024))")
         try setMemoryMap(connection, configuration)
     }
 
@@ -194,6 +206,16 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     func effectiveMemoryMapSize() throws -> Int {
         try withReader("mmap_size") { db in
             try db.withStatement("PRAGMA mmap_size") { statement in try statement.step() ? statement.integer(0) : 0 }
+        }
+    }
+
+    /// The bytes of pages the writing connection may keep cached, as SQLite applies the
+    /// configuration: for tests and diagnostics.
+    func effectiveWriterCacheSize() async throws -> Int {
+        try await onWriter("cache_size") { db in
+            let value = try db.withStatement("PRAGMA cache_size") { statement in try statement.step() ? statement.integer(0) : 0 }
+            // Negative: KiB; positive: pages.
+            return value < 0 ? -value * 1024 : value * (try db.withStatement("PRAGMA page_size") { try $0.step() ? $0.integer(0) : 0 })
         }
     }
 

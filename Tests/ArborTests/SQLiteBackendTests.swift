@@ -163,6 +163,29 @@ func randomBytes(_ count: Int) -> Data {
         }
     }
 
+    /// The writing connection caches 32 MB of pages unless told otherwise, on create and on open,
+    /// and writes and reads the same with a cache of one page.
+    @Test func theWritersPageCacheIsConfigured() async throws {
+        try await withPath { path in
+            let created = try SQLiteBackend.create(.init(path: path))
+            #expect(try await created.effectiveWriterCacheSize() == 32 << 20)
+            try await created.close()
+            let small = try SQLiteBackend.open(.init(path: path, writerCacheSize: 0))
+            #expect(try await small.effectiveWriterCacheSize() == 4 << 10)
+            let objects = (0..<200).map { index in
+                let bytes = Array("object \(index) ".utf8) + [UInt8](repeating: UInt8(index % 251), count: 5_000)
+                return (hash: Hash.of(bytes), bytes: bytes)
+            }
+            try await small.put(objects)
+            #expect(try await small.get(objects.map(\.hash)).count == objects.count)
+            try await small.close()
+            let reopened = try SQLiteBackend.open(.init(path: path, writerCacheSize: 1 << 20))
+            #expect(try await reopened.effectiveWriterCacheSize() == 1 << 20)
+            #expect(try await reopened.contains(objects.map(\.hash)).count == objects.count)
+            try await reopened.close()
+        }
+    }
+
     /// A memory map is off unless asked for, applies to the connection that reads objects, and
     /// reads the same objects as `pread` does (of a file written without it).
     @Test func aMemoryMapIsOptInAndReadsTheSameObjects() async throws {
