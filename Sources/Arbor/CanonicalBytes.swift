@@ -214,9 +214,10 @@ extension ByteWriter {
     /// Names in UTF-8 byte order, each followed by its value.
     mutating func namedValues(_ values: [String: PropertyValue]) {
         varint(values.count)
-        for name in values.keys.sorted(by: utf8Less) {
+        // Sorted as pairs: no second lookup of each name.
+        for (name, propertyValue) in values.sorted(by: { utf8Less($0.key, $1.key) }) {
             string(name)
-            value(values[name]!)
+            value(propertyValue)
         }
     }
 }

@@ -98,6 +98,32 @@ import Testing
         }
     }
 
+    /// The default type name is `String(describing:)` of the type, as stored data has always
+    /// named it, also for nested and generic types and when asked many times from many tasks;
+    /// ids of the common types and of others that encode as a string or an integer give the
+    /// same strings as before.
+    @Test func defaultTypeNamesAndIdStringsAreUnchanged() async throws {
+        #expect(Outer.Nested.typeName == "Nested")
+        #expect(Outer.Nested.typeName == String(describing: Outer.Nested.self))
+        #expect(Wrapper<Int>.typeName == "Wrapper<Int>")
+        #expect(Wrapper<Outer.Nested>.typeName == "Wrapper<Nested>")
+        #expect(Renamed.typeName == "custom-name")
+        let names = try await withThrowingTaskGroup(of: [String].self) { group in
+            for _ in 0..<8 { group.addTask { (0..<1_000).map { _ in Wrapper<String>.typeName } } }
+            return try await group.reduce(into: Set<String>()) { $0.formUnion($1) }
+        }
+        #expect(names == ["Wrapper<String>"])
+
+        let uuid = UUID()
+        #expect(try RecordEncoder.idString(of: Outer.Nested(id: "n1")) == "n1")
+        #expect(try RecordEncoder.idString(of: Wrapper<Int>(id: -7)) == "-7")
+        #expect(try RecordEncoder.idString(of: Wrapper<UUID>(id: uuid)) == uuid.uuidString)
+        #expect(try RecordEncoder.idString(of: Wrapper<Int16>(id: 12)) == "12")
+        #expect(try RecordEncoder.idString(of: Wrapper<Code>(id: Code(raw: "abc"))) == "abc")
+        #expect(throws: ArborError.self) { try RecordEncoder.idString(of: Wrapper<Double>(id: 1.5)) }
+        #expect(try RecordEncoder.records(of: Wrapper<Int>(id: 3))[0].key == RecordKey(type: "Wrapper<Int>", id: "3"))
+    }
+
     @Test func aChildHeldTwiceIsAnError() throws {
         let note = Note(id: "n", text: "x")
         let task = Task(id: "t", title: "", done: false, notes: [note], pinned: note)
@@ -200,4 +226,28 @@ private struct Tagged: Storable, Equatable {
     var tags: Set<String>
     var byDay: [Weekday: [Int]]
     var nested: [Set<Int>]
+}
+
+private enum Outer {
+    struct Nested: Storable { var id: String }
+}
+
+private struct Wrapper<ID: Codable & Hashable & Sendable>: Storable { var id: ID }
+
+extension Outer.Nested: Hashable {}
+
+private struct Renamed: Storable {
+    static let typeName = "custom-name"
+    var id: String
+}
+
+/// An id that encodes as a single string.
+private struct Code: Codable, Hashable, Sendable {
+    var raw: String
+    init(raw: String) { self.raw = raw }
+    init(from decoder: any Decoder) throws { raw = try decoder.singleValueContainer().decode(String.self) }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(raw)
+    }
 }

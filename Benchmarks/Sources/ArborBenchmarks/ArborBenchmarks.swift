@@ -62,6 +62,11 @@ struct ArborBenchmarks {
             readTasks = arguments[index + 1]
             arguments.removeSubrange(index...(index + 1))
         }
+        var orderedIDs = false
+        if let index = arguments.firstIndex(of: "--ids"), index + 1 < arguments.count, ["ordered", "random"].contains(arguments[index + 1]) {
+            orderedIDs = arguments[index + 1] == "ordered"
+            arguments.removeSubrange(index...(index + 1))
+        }
         let buildReadStore = arguments.contains("--build")
         arguments.removeAll { $0 == "--build" }
         let suites = arguments.isEmpty ? ["commit"] : arguments
@@ -69,7 +74,7 @@ struct ArborBenchmarks {
             for suite in suites {
                 switch suite {
                 case "phases":
-                    try await PhaseProbe.run(records: records, batch: batch)
+                    try await PhaseProbe.run(records: records, batch: batch, orderedIDs: orderedIDs)
                 case "commit":
                     let benchmark = CommitBenchmark(records: records, batch: batch)
                     var seconds = [String: Double]()
@@ -112,7 +117,7 @@ struct ArborBenchmarks {
                     try await ReadBenchmark(url: readStore, records: records, reads: reads, build: buildReadStore, tasks: tasks).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
-                    try await EngineBenchmark(records: records, reads: reads).run(engines: engines)
+                    try await EngineBenchmark(records: records, reads: reads, orderedIDs: orderedIDs).run(engines: engines)
                 default:
                     print("unknown benchmark \(suite); available: commit, phases, engines, reads, merge, sync, postgres, transfer, integrity")
                     exit(2)

@@ -17,11 +17,12 @@ struct CommitBenchmark {
     var batch: Int
 
     /// Deterministic pseudo-random ids, so runs are comparable and keys land all over the index.
-    static func items(_ count: Int) -> [BenchmarkItem] {
+    static func items(_ count: Int, ordered: Bool = false) -> [BenchmarkItem] {
         var state: UInt64 = 0x5EED
         return (0..<count).map { index in
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            let id = String(state >> 1, radix: 16)
+            // Ordered: ids that sort as they are made, as time-ordered ids (UUIDv7, ULID) do.
+            let id = ordered ? String(repeating: "0", count: 16 - String(index, radix: 16).count) + String(index, radix: 16) : String(state >> 1, radix: 16)
             return BenchmarkItem(id: id, title: "Item number \(index) with a title long enough to make the record ~100 bytes", count: index, done: index % 2 == 0)
         }
     }

@@ -14,12 +14,17 @@ import Foundation
 ///     set (capped by SQLite's build), after the first, so the page cache favours neither.
 /// Prints seconds, the Arbor/raw ratios, and the on-disk size of both stores (sum of file sizes).
 ///
+/// With `orderedIDs`, both sides write keys in the order they sort (the raw rows' keys count up,
+/// the records' ids are zero-padded counters, as time-ordered ids would be); by default the keys
+/// are random, as UUIDv4 ids are.
+///
 /// Both sides use the adapters' default durability (SQLite WAL with `synchronous = FULL`, LMDB
 /// with sync on commit), so the raw floor pays one flush and Arbor one per transaction.
 struct EngineBenchmark {
     var records: Int
     var batch: Int = 10_000
     var reads: Int = 100_000
+    var orderedIDs = false
 
     struct Figures {
         var write: Double
@@ -28,7 +33,7 @@ struct EngineBenchmark {
     }
 
     func run(engines: [String]) async throws {
-        print("engines: \(records) records, commits of \(batch), \(reads) random point reads")
+        print("engines: \(records) records, commits of \(batch), \(reads) random point reads, \(orderedIDs ? "ordered" : "random") ids")
         for engine in engines {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-engines-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -37,7 +42,7 @@ struct EngineBenchmark {
             let arbor: Figures
             switch engine {
             case "sqlite":
-                raw = try RawSQLite.run(path: folder + "/raw.sqlite", rows: records, reads: reads)
+                raw = try RawSQLite.run(path: folder + "/raw.sqlite", rows: records, reads: reads, ordered: orderedIDs)
                 let path = folder + "/arbor.sqlite"
                 // The same reads once more through a second backend that maps the file.
                 let mapped = { try SQLiteBackend.open(.init(path: path, memoryMapSize: 1 << 40)) as any Backend }
@@ -46,7 +51,7 @@ struct EngineBenchmark {
                     return EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"])
                 }
             case "lmdb":
-                raw = try RawLMDB.run(path: folder + "/raw", rows: records, reads: reads)
+                raw = try RawLMDB.run(path: folder + "/raw", rows: records, reads: reads, ordered: orderedIDs)
                 let path = folder + "/arbor"
                 arbor = try await runArbor(try LMDBBackend.create(.init(path: path)), label: engine) {
                     EngineBenchmark.size(ofFolder: path)
@@ -67,7 +72,7 @@ struct EngineBenchmark {
     private func runArbor(
         _ backend: any Backend, label: String, alsoReadThrough other: (name: String, open: () throws -> any Backend)? = nil, size: () -> Int
     ) async throws -> Figures {
-        let items = CommitBenchmark.items(records)
+        let items = CommitBenchmark.items(records, ordered: orderedIDs)
         let store = Store(backend: backend, configuration: .init(replica: "bench"))
         let (write, head) = try await CommitBenchmark.commit(items, in: store, batch: batch)
         // Reads through a fresh Store, so the node cache starts cold as after opening a store.
@@ -121,7 +126,9 @@ struct EngineBenchmark {
         return size(of: names.map { folder + "/" + $0 })
     }
 
-    static func randomRows(_ count: Int) -> (keys: [[UInt8]], value: (Int) -> [UInt8]) {
+    /// `count` rows of 32-byte keys and 100-byte values; `ordered`: keys that count up (a random
+    /// prefix, then the row's number, big-endian), in the order they sort.
+    static func randomRows(_ count: Int, ordered: Bool = false) -> (keys: [[UInt8]], value: (Int) -> [UInt8]) {
         // A fast seeded generator: a byte at a time from the system generator is a syscall each.
         var generator = FastRandom(state: UInt64(UInt32.random(in: 0...UInt32.max)))
         func bytes(_ count: Int) -> [UInt8] {
@@ -130,7 +137,8 @@ struct EngineBenchmark {
             while result.count < count { withUnsafeBytes(of: generator.next()) { result.append(contentsOf: $0) } }
             return Array(result.prefix(count))
         }
-        let keys = (0..<count).map { _ in bytes(32) }
+        let prefix = bytes(24)
+        let keys = (0..<count).map { index in ordered ? prefix + withUnsafeBytes(of: UInt64(index).bigEndian, Array.init) : bytes(32) }
         let values = (0..<64).map { _ in bytes(100) }
         return (keys, { values[$0 % values.count] })
     }
@@ -140,7 +148,7 @@ struct EngineBenchmark {
 /// keyed by a 32-byte blob), WAL, one transaction, one prepared insert; reads with one prepared
 /// select.
 enum RawSQLite {
-    static func run(path: String, rows: Int, reads: Int) throws -> EngineBenchmark.Figures {
+    static func run(path: String, rows: Int, reads: Int, ordered: Bool) throws -> EngineBenchmark.Figures {
         var handle: OpaquePointer?
         guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let db = handle else {
             throw ArborError(.engine, "raw sqlite: cannot open \(path)")
@@ -161,7 +169,7 @@ enum RawSQLite {
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL")
         try exec("CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
-        let (keys, value) = EngineBenchmark.randomRows(rows)
+        let (keys, value) = EngineBenchmark.randomRows(rows, ordered: ordered)
 
         let insert = try prepare("INSERT INTO kv (key, value) VALUES (?1, ?2)")
         defer { sqlite3_finalize(insert) }
@@ -200,7 +208,7 @@ enum RawSQLite {
 /// The raw LMDB floor: one environment, one write transaction, `mdb_put` per row; one read
 /// transaction per point read (as Arbor's backend does per batch).
 enum RawLMDB {
-    static func run(path: String, rows: Int, reads: Int) throws -> EngineBenchmark.Figures {
+    static func run(path: String, rows: Int, reads: Int, ordered: Bool) throws -> EngineBenchmark.Figures {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         func check(_ call: String, _ code: Int32) throws {
             if code != 0 { throw ArborError(.engine, "raw lmdb: \(call): \(String(cString: mdb_strerror(code)))") }
@@ -212,7 +220,7 @@ enum RawLMDB {
         try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(env, 4))
         try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, max(1 << 30, rows * 400)))
         try check("mdb_env_open", mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600))
-        let (keys, value) = EngineBenchmark.randomRows(rows)
+        let (keys, value) = EngineBenchmark.randomRows(rows, ordered: ordered)
 
         let start = ContinuousClock.now
         var txn: OpaquePointer?

@@ -4,8 +4,8 @@ import Foundation
 /// Splits the commit benchmark's time into its phases: encoding values into records, and
 /// committing already-encoded records.
 enum PhaseProbe {
-    static func run(records: Int, batch: Int) async throws {
-        let items = CommitBenchmark.items(records)
+    static func run(records: Int, batch: Int, orderedIDs: Bool) async throws {
+        let items = CommitBenchmark.items(records, ordered: orderedIDs)
         var start = ContinuousClock.now
         var encoded = [Record]()
         encoded.reserveCapacity(records)

@@ -17,17 +17,17 @@ public enum RecordEncoder {
         try idString(encoding: value.id, typeName: Value.typeName)
     }
 
-    static func idString(encoding id: some Encodable, typeName: String) throws -> String {
-        // The common id types, without running an encoder.
-        if let text = id as? String { return text }
-        if let number = id as? Int { return String(number) }
-        if let uuid = id as? UUID { return uuid.uuidString }
+    static func idString<ID: Encodable>(encoding id: ID, typeName: @autoclosure () -> String) throws -> String {
+        // The common id types, without running an encoder, nor a dynamic cast (costly unspecialized).
+        if ID.self == String.self { return unsafeBitCast(id, to: String.self) }
+        if ID.self == Int.self { return String(unsafeBitCast(id, to: Int.self)) }
+        if ID.self == UUID.self { return unsafeBitCast(id, to: UUID.self).uuidString }
         let encoded = try EncodingContext().encodeValue(id, codingPath: [])
         switch encoded {
         case .string(let text): return text
         case .int(let number): return String(number)
         default:
-            throw ArborError(.coding, "the id of a \(typeName) must encode as a string or an integer, not \(encoded)")
+            throw ArborError(.coding, "the id of a \(typeName()) must encode as a string or an integer, not \(encoded)")
         }
     }
 }

@@ -70,21 +70,27 @@ struct CommitPlan {
     private var droppedBaseRecords = [RecordKey]()
 
     init(_ changes: ChangeSet) {
+        final.reserveCapacity(changes.changes.count)
         for change in changes.changes {
             switch change {
             case .save(let records):
-                dropChildren(of: records[0].key, keeping: Set(records.map(\.key)))
-                for record in records { final[record.key] = record }
+                // One lookup for the usual case, a key the set names once.
+                if case .some(.some(let earlier)) = final.updateValue(records[0], forKey: records[0].key) {
+                    dropChildren(of: earlier, keeping: Set(records.map(\.key)))
+                }
+                for record in records.dropFirst() { final[record.key] = record }
             case .delete(let key):
-                dropChildren(of: key, keeping: [])
-                final[key] = .some(nil)
+                if case .some(.some(let earlier)) = final.updateValue(nil, forKey: key) {
+                    dropChildren(of: earlier, keeping: [])
+                }
             }
         }
     }
 
-    /// Deletes what the set's own earlier version of `key` owned and `kept` does not hold.
-    private mutating func dropChildren(of key: RecordKey, keeping kept: Set<RecordKey>) {
-        guard case .some(.some(let earlier)) = final[key] else { return }
+    /// Deletes what `earlier`, the set's own earlier version of a record, owned and `kept` does
+    /// not hold.
+    private mutating func dropChildren(of earlier: Record, keeping kept: Set<RecordKey>) {
+        let key = earlier.key
         var frontier = earlier.childKeys
         var seen: Set<RecordKey> = [key]
         while let child = frontier.popLast() {
