@@ -70,7 +70,9 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         /// touches index pages all over the file. With 2 MB most of them were read again for
         /// each batch: migrating 1,000,000 records from PostgreSQL made 1,058,320 `pread` and
         /// 1,231,101 `pwrite` calls, and 702,852 and 954,123 with 32 MB, for about 30 MB more
-        /// memory at the peak. Pages are allocated as used, so a small store costs what it needs.
+        /// memory at the peak. Pages are allocated as used, so a small store costs what it needs;
+        /// each open backend has its own cache. Counted in whole KiB, from 1 KiB (SQLite then keeps
+        /// its minimum of a few pages) to 2 TiB.
         public var writerCacheSize: Int
 
         public init(path: String, synchronous: Bool = true, busyTimeout: Int = 10_000, memoryMapSize: Int = 0, writerCacheSize: Int = 32 << 20) {
@@ -190,8 +192,10 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         // several megabytes, and a checkpoint (with its fsync of the database) after every batch
         // cost a quarter of a migration's time into SQLite.
         try connection.execute("PRAGMA wal_autocheckpoint = 8192")
-        // SQLite's cache_size counts KiB when negative; at least one page.
-        try connection.execute("PRAGMA cache_size = -\(max(4, configuration.writerCacheSize / 1024))")
+        // Negative: a size in KiB, which SQLite reads as a 32-bit number (a larger one would
+        // turn into 0). Below a few pages SQLite keeps its own minimum.
+        let kibibytes = min(max(configuration.writerCacheSize / 1024, 1), Int(Int32.max))
+        try connection.execute("PRAGMA cache_size = -\(kibibytes)")
         try setMemoryMap(connection, configuration)
     }
 

@@ -124,6 +124,21 @@ import Testing
         #expect(try RecordEncoder.records(of: Wrapper<Int>(id: 3))[0].key == RecordKey(type: "Wrapper<Int>", id: "3"))
     }
 
+    /// Hand-written encoders that nest containers, use a super encoder, and write one key twice
+    /// (as a value, then as a container, and the other way round): the last write of a key wins,
+    /// and a container reached again by the same key keeps what was written into it.
+    @Test func nestedContainersAndRewrittenKeysEncodeAsWritten() throws {
+        let records = try RecordEncoder.records(of: HandEncoded(id: "h"))
+        #expect(records.count == 1)
+        #expect(records[0].properties == [
+            "id": .string("h"),
+            "valueThenNested": .map(["inner": .int(1)]),
+            "nestedThenValue": .string("last"),
+            "nested": .map(["a": .int(1), "b": .array([.bool(true), .map(["deep": .null])])]),
+            "super": .map(["fromSuper": .string("s")]),
+        ])
+    }
+
     @Test func aChildHeldTwiceIsAnError() throws {
         let note = Note(id: "n", text: "x")
         let task = Task(id: "t", title: "", done: false, notes: [note], pinned: note)
@@ -250,4 +265,41 @@ private struct Code: Codable, Hashable, Sendable {
         var container = encoder.singleValueContainer()
         try container.encode(raw)
     }
+}
+
+/// Encodes through every kind of nested container, by hand.
+private struct HandEncoded: Storable {
+    var id: String
+
+    init(id: String) { self.id = id }
+    init(from decoder: any Decoder) throws { id = try decoder.container(keyedBy: AnyKey.self).decode(String.self, forKey: AnyKey("id")) }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: AnyKey.self)
+        try container.encode(id, forKey: AnyKey("id"))
+        try container.encode("first", forKey: AnyKey("valueThenNested"))
+        var replacing = container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("valueThenNested"))
+        try replacing.encode(1, forKey: AnyKey("inner"))
+        var replaced = container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("nestedThenValue"))
+        try replaced.encode(2, forKey: AnyKey("gone"))
+        try container.encode("last", forKey: AnyKey("nestedThenValue"))
+        var nested = container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("nested"))
+        try nested.encode(1, forKey: AnyKey("a"))
+        var list = nested.nestedUnkeyedContainer(forKey: AnyKey("b"))
+        try list.encode(true)
+        var deep = list.nestedContainer(keyedBy: AnyKey.self)
+        try deep.encodeNil(forKey: AnyKey("deep"))
+        var again = container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("nested"))
+        try again.encode(1, forKey: AnyKey("a"))
+        var fromSuper = container.superEncoder().container(keyedBy: AnyKey.self)
+        try fromSuper.encode("s", forKey: AnyKey("fromSuper"))
+    }
+}
+
+private struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ name: String) { stringValue = name }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }

@@ -325,35 +325,71 @@ import Testing
 
     // MARK: Counted costs
 
-    /// A migration writes each object once: also a node that one version's index holds at its
-    /// root and another's (taller, in the same chunk of history) holds lower down, which a deeper
-    /// walk copies first; and also a node named again after its batch landed, which an empty
-    /// target is asked about only when the transfer may have written it (``LandedObjects``).
-    /// A bulk load of random ids in ten commits has both; small groups and batches make walks
-    /// split and batches land in the middle of them, as a million records do.
-    @Test(arguments: [(Transfer.groupSize, nil), (4, 64)] as [(Int, Int?)])
-    func aMigrationIntoAnEmptyStoreCopiesEachObjectOnce(groupSize: Int, batchSize: Int?) async throws {
+    /// A migration writes each object once, and never before what it names: also a node that
+    /// one version's index holds at its root and another's (taller, in the same chunk of history)
+    /// holds lower down, which a deeper walk copies first; a node two walks of one call reach
+    /// at different levels; and a node named again after its batch landed, which an empty target
+    /// is asked about only when the transfer may have written it (``LandedObjects``). A bulk load
+    /// of random ids in ten commits has all of them; a history whose index then shrinks (most
+    /// records deleted) and grows again walks taller indexes before shorter ones. Small groups
+    /// and batches make walks split and batches land in the middle of them, as a million
+    /// records do.
+    @Test(arguments: [(Transfer.groupSize, nil, false), (4, 64, false), (Transfer.groupSize, nil, true), (4, 64, true)] as [(Int, Int?, Bool)])
+    func aMigrationIntoAnEmptyStoreCopiesEachObjectOnce(groupSize: Int, batchSize: Int?, shrinks: Bool) async throws {
         let source = Store(backend: MemoryBackend(), configuration: .init(replica: "a"))
         var generator = SeededGenerator(seed: 21)
-        for _ in 0..<10 {
+        var ids = [String]()
+        func insert(_ count: Int) async throws {
             var changes = ChangeSet()
-            for _ in 0..<3_000 {
+            for _ in 0..<count {
                 let id = String(UInt64.random(in: 0...UInt64.max, using: &generator), radix: 16)
+                ids.append(id)
                 try changes.save(item(id, ["title": .string("Item \(id) with a title long enough to make a record of ~100 bytes")]))
             }
             try await source.commit(changes)
         }
+        for _ in 0..<10 { try await insert(3_000) }
+        if shrinks {
+            ids.shuffle(using: &generator)
+            for _ in 0..<3 {
+                var changes = ChangeSet()
+                for id in ids.suffix(9_500) { changes.delete(itemKey(id)) }
+                ids.removeLast(9_500)
+                try await source.commit(changes)
+            }
+            for _ in 0..<3 { try await insert(2_000) }
+        }
         let counting = CountingBackend(MemoryBackend())
-        let transfer = Transfer(from: source.backend, to: counting, progress: nil, batchSize: batchSize)
+        let target = OrderCheckingBackend(counting)
+        let transfer = Transfer(from: source.backend, to: target, progress: nil, batchSize: batchSize)
         transfer.groupSize = groupSize
         transfer.targetStartedEmpty = true
         let report = try await transfer.exchange()
         let stored = try await counting.allHashes().count
+        #expect(target.violations.isEmpty, "\(target.violations.count) objects written before what they name, as \(target.violations.prefix(3))")
         #expect(counting.objectsPut == stored, "\(counting.objectsPut) objects put for \(stored) stored")
         #expect(report.objects == stored - 1, "\(report.objects) objects copied for \(stored - 1) (the head set aside)")
         var check = MigrationReport(latestOnly: false)
         try await MigrationCheck(source: source.backend, target: counting, latestOnly: false).run(&check)
         #expect(check.verified)
+    }
+
+    /// The order check used above sees an object written before what it names, in one batch
+    /// or across two, and accepts it written after.
+    @Test func theOrderCheckCatchesAnObjectWrittenBeforeWhatItNames() async throws {
+        let blob = Blob.encode(record: RecordCoding.encode(["title": .string("a record stored apart")]))
+        let leaf = IndexNode(level: 0, entries: [IndexEntry(key: itemKey("a").indexBytes, payload: .blob(Hash.of(blob)))]).encoded()
+        let backwards = OrderCheckingBackend(MemoryBackend())
+        try await backwards.put([(Hash.of(leaf), leaf), (Hash.of(blob), blob)])
+        #expect(backwards.violations == ["\(Hash.of(leaf)) names \(Hash.of(blob))"])
+        let apart = OrderCheckingBackend(MemoryBackend())
+        try await apart.put([(Hash.of(leaf), leaf)])
+        try await apart.put([(Hash.of(blob), blob)])
+        #expect(apart.violations.count == 1)
+        let inOrder = OrderCheckingBackend(MemoryBackend())
+        try await inOrder.put([(Hash.of(blob), blob), (Hash.of(leaf), leaf)])
+        try await inOrder.put([(Hash.of(leaf), leaf)])
+        #expect(inOrder.violations.isEmpty)
     }
 
     @Test func exchangeCostGrowsWithTheChangeNotTheStore() async throws {

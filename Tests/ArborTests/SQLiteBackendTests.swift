@@ -163,15 +163,20 @@ func randomBytes(_ count: Int) -> Data {
         }
     }
 
-    /// The writing connection caches 32 MB of pages unless told otherwise, on create and on open,
-    /// and writes and reads the same with a cache of one page.
+    /// The writing connection caches 32 MB of pages unless told otherwise, on create and on open;
+    /// sizes below 1 KiB or beyond SQLite's 32-bit count are clamped (not turned into 0, which
+    /// SQLite would read from an overflowing number); a store writes and reads the same with
+    /// SQLite's smallest cache.
     @Test func theWritersPageCacheIsConfigured() async throws {
         try await withPath { path in
             let created = try SQLiteBackend.create(.init(path: path))
             #expect(try await created.effectiveWriterCacheSize() == 32 << 20)
             try await created.close()
-            let small = try SQLiteBackend.open(.init(path: path, writerCacheSize: 0))
-            #expect(try await small.effectiveWriterCacheSize() == 4 << 10)
+            let huge = try SQLiteBackend.open(.init(path: path, writerCacheSize: .max))
+            #expect(try await huge.effectiveWriterCacheSize() == Int(Int32.max) * 1024)
+            try await huge.close()
+            let small = try SQLiteBackend.open(.init(path: path, writerCacheSize: -5))
+            #expect(try await small.effectiveWriterCacheSize() == 1024)
             let objects = (0..<200).map { index in
                 let bytes = Array("object \(index) ".utf8) + [UInt8](repeating: UInt8(index % 251), count: 5_000)
                 return (hash: Hash.of(bytes), bytes: bytes)

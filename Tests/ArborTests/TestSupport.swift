@@ -35,6 +35,35 @@ final class CountingBackend: ForwardingBackend {
     }
 }
 
+/// Checks, on every put, that each object's names (an index node's children and blobs, a
+/// commit's root and parents, a heads object's heads) are stored already or come earlier in the
+/// same batch: the order every writer must keep, so that a store never holds an object without
+/// what it names.
+final class OrderCheckingBackend: ForwardingBackend {
+    let inner: any Backend
+    private let problems = Mutex<[String]>([])
+
+    init(_ inner: any Backend) { self.inner = inner }
+
+    /// Each object written before an object it names, as "X names Y".
+    var violations: [String] { problems.withLock { $0 } }
+
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        var earlier = Set<Hash>()
+        var named = [(object: Hash, name: Hash)]()
+        for object in objects {
+            let links = try ObjectLinks(object.bytes)
+            let names = links.children.map(\.hash) + links.blobs + (links.root.map { [$0] } ?? []) + links.parents + links.heads
+            for name in names where !earlier.contains(name) { named.append((object.hash, name)) }
+            earlier.insert(object.hash)
+        }
+        let present = try await inner.contains(named.map(\.name))
+        let missing = named.filter { !present.contains($0.name) }
+        if !missing.isEmpty { problems.withLock { $0 += missing.map { "\($0.object) names \($0.name)" } } }
+        try await inner.put(objects)
+    }
+}
+
 /// A small deterministic random number generator (SplitMix64), so failures reproduce.
 struct SeededGenerator: RandomNumberGenerator {
     var state: UInt64

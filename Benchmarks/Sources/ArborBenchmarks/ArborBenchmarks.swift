@@ -63,7 +63,11 @@ struct ArborBenchmarks {
             arguments.removeSubrange(index...(index + 1))
         }
         var orderedIDs = false
-        if let index = arguments.firstIndex(of: "--ids"), index + 1 < arguments.count, ["ordered", "random"].contains(arguments[index + 1]) {
+        if let index = arguments.firstIndex(of: "--ids") {
+            guard index + 1 < arguments.count, ["ordered", "random"].contains(arguments[index + 1]) else {
+                print("--ids takes ordered or random")
+                exit(2)
+            }
             orderedIDs = arguments[index + 1] == "ordered"
             arguments.removeSubrange(index...(index + 1))
         }

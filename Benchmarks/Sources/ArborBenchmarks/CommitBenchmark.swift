@@ -16,7 +16,8 @@ struct CommitBenchmark {
     var records: Int
     var batch: Int
 
-    /// Deterministic pseudo-random ids, so runs are comparable and keys land all over the index.
+    /// Deterministic ids, so runs are comparable: pseudo-random, whose keys land all over the
+    /// index, or with `ordered`, counters that sort in the order they are made.
     static func items(_ count: Int, ordered: Bool = false) -> [BenchmarkItem] {
         var state: UInt64 = 0x5EED
         return (0..<count).map { index in

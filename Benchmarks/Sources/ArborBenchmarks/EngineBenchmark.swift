@@ -167,7 +167,8 @@ enum RawSQLite {
             return statement
         }
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL")
+        // The page cache Arbor's writing connection has (SQLiteBackend.Configuration.writerCacheSize).
+        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA cache_size = -32768")
         try exec("CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
         let (keys, value) = EngineBenchmark.randomRows(rows, ordered: ordered)
 
@@ -184,6 +185,8 @@ enum RawSQLite {
         }
         try exec("COMMIT")
         let write = (ContinuousClock.now - start).seconds
+        // Reads with SQLite's default cache, as Arbor's reading connections have.
+        try exec("PRAGMA cache_size = -2000")
 
         let select = try prepare("SELECT value FROM kv WHERE key = ?1")
         defer { sqlite3_finalize(select) }

@@ -40,8 +40,12 @@ final class EncodingContext {
     func record<Value: Storable>(for value: Value, typeName: String) throws -> RecordKey {
         let key = RecordKey(type: typeName, id: try RecordEncoder.idString(of: value))
         try key.validate()
-        guard seen.insert(key).inserted else {
-            throw ArborError(.coding, "the value tree holds \(key) twice; a child record has one owner")
+        // The set of keys is built only for trees of more than one record: most are one.
+        if !records.isEmpty {
+            if seen.isEmpty { seen.insert(records[0].key) }
+            guard seen.insert(key).inserted else {
+                throw ArborError(.coding, "the value tree holds \(key) twice; a child record has one owner")
+            }
         }
         let index = records.count
         records.append(Record(key: key, properties: [:]))
@@ -106,25 +110,36 @@ final class EncodingSlot {
     }
 
     var value: PropertyValue?
-    var map: [String: Item]?
+    /// A keyed container's values, set directly; those of nested containers are in
+    /// `nestedSlots` until resolved. A key is in one or the other: the last write wins. Most
+    /// records nest nothing, and their map is the record's properties, never copied.
+    var map: [String: PropertyValue]?
+    var nestedSlots: [String: EncodingSlot] = [:]
     var array: [Item]?
 
     func resolved() -> PropertyValue {
-        if let map { return .map(map.mapValues(\.resolved)) }
+        if let map {
+            guard !nestedSlots.isEmpty else { return .map(map) }
+            var merged = map
+            for (key, slot) in nestedSlots { merged[key] = slot.resolved() }
+            return .map(merged)
+        }
         if let array { return .array(array.map(\.resolved)) }
         return value ?? .map([:])
     }
 
     func set(_ value: PropertyValue, forKey key: String) {
         if map == nil { map = [:] }
-        map![key] = .value(value)
+        map![key] = value
+        if !nestedSlots.isEmpty { nestedSlots[key] = nil }
     }
 
     func nestedSlot(forKey key: String) -> EncodingSlot {
         if map == nil { map = [:] }
-        if case .slot(let existing)? = map![key] { return existing }
+        if let existing = nestedSlots[key] { return existing }
+        map![key] = nil
         let slot = EncodingSlot()
-        map![key] = .slot(slot)
+        nestedSlots[key] = slot
         return slot
     }
 

@@ -1,5 +1,5 @@
 /// The objects a transfer into a store that started empty has written, remembered in fixed
-/// memory (8 MB): a Bloom filter over their hashes. "No" is certain, so the target is asked only
+/// memory (8 MB, from the first batch that lands): a Bloom filter over their hashes. "No" is certain, so the target is asked only
 /// about a "maybe". The probes are bits of the hash itself, which SHA-256 spreads evenly.
 ///
 /// A walk names an object again after its batch landed when a node of the base's index sits
@@ -12,9 +12,11 @@
 struct LandedObjects {
     static let bitCount = 1 << 26
     private static let probes = 6
-    private var words = [UInt64](repeating: 0, count: bitCount / 64)
+    /// Allocated at the first insert, so a transfer that writes nothing costs nothing.
+    private var words = [UInt64]()
 
     mutating func insert(_ hash: Hash) {
+        if words.isEmpty { words = [UInt64](repeating: 0, count: Self.bitCount / 64) }
         for probe in 0..<Self.probes {
             let bit = Self.bit(probe, of: hash)
             words[bit >> 6] |= 1 << UInt64(bit & 63)
@@ -22,6 +24,7 @@ struct LandedObjects {
     }
 
     func mayContain(_ hash: Hash) -> Bool {
+        guard !words.isEmpty else { return false }
         for probe in 0..<Self.probes {
             let bit = Self.bit(probe, of: hash)
             if words[bit >> 6] & (1 << UInt64(bit & 63)) == 0 { return false }

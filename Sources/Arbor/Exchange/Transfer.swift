@@ -219,11 +219,12 @@ final class Transfer {
     /// ``groupSize``, smaller in tests, to make walks split into pieces on small stores.
     var groupSize = Transfer.groupSize
 
-    /// The nodes of the walks in progress (every call of `copyWalks` on the stack), each `true`
-    /// once added. A node can be in one walk's group and also a child of a node of another walk
-    /// (versions of one chunk whose indexes differ in height), so a deeper call copies it first;
-    /// the walk that holds it then must not add it again, since by then its batch may have
-    /// landed and the writer no longer knows it. Bounded by the stack: a group per level.
+    /// The nodes of the walks in progress and the nodes they are about to walk (those of every
+    /// call of `copyWalks` on the stack), each `true` once added with its subtree. Walks at
+    /// different levels (versions of one chunk whose indexes differ in height) can reach one
+    /// node by two ways, and the way that comes second must not add it again: by then its batch
+    /// may have landed and the writer no longer knows it. Bounded by the stack: per level, a
+    /// group and the children it wants.
     private var groupsPending = [Hash: Bool]()
 
     /// A fetched object and its links.
@@ -345,6 +346,12 @@ final class Transfer {
                 start = end
             }
         }
+        for piece in pieces {
+            for hash in piece.wanted where groupsPending[hash] == nil {
+                groupsPending[hash] = false
+                ownGroups.append(hash)
+            }
+        }
         if !blobs.isEmpty {
             let fetched = try await fetch(blobs)
             for blob in blobs {
@@ -354,15 +361,24 @@ final class Transfer {
             }
         }
         // Consecutive pieces, up to `groupSize` nodes, make one group: one fetch, one walk below.
+        // A node that an earlier group copied, with its subtree, is not walked again.
+        func dropAdded(_ index: Int) { pieces[index].wanted.removeAll { groupsPending[$0] == true } }
         var next = 0
         while next < pieces.count {
+            dropAdded(next)
+            guard !pieces[next].wanted.isEmpty else {
+                next += 1
+                continue
+            }
             var end = next + 1
             var size = pieces[next].wanted.count
-            while end < pieces.count && size + pieces[end].wanted.count <= groupSize {
+            while end < pieces.count {
+                dropAdded(end)
+                guard size + pieces[end].wanted.count <= groupSize else { break }
                 size += pieces[end].wanted.count
                 end += 1
             }
-            let group = pieces[next..<end]
+            let group = pieces[next..<end].filter { !$0.wanted.isEmpty }
             let fetched = try await fetch(group.flatMap { $0.wanted + $0.old })
             func fetchedNodes(_ hashes: [Hash], below level: Int) throws -> [Fetched] {
                 try hashes.map { hash -> Fetched in
