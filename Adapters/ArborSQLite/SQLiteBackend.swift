@@ -75,7 +75,10 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         /// its minimum of a few pages) to 2 TiB.
         public var writerCacheSize: Int
 
-        public init(path: String, synchronous: Bool = true, busyTimeout: Int = 10_000, memoryMapSize: Int = 0, writerCacheSize: Int = 32 << 20) {
+        public init(
+            path: String, synchronous: Bool = true, busyTimeout: Int = 10_000, memoryMapSize: Int = 0,
+            writerCacheSize: Int = 32 << 20
+        ) {
             self.path = path
             self.synchronous = synchronous
             self.busyTimeout = busyTimeout
@@ -217,9 +220,12 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// configuration: for tests and diagnostics.
     func effectiveWriterCacheSize() async throws -> Int {
         try await onWriter("cache_size") { db in
-            let value = try db.withStatement("PRAGMA cache_size") { statement in try statement.step() ? statement.integer(0) : 0 }
+            func pragma(_ name: String) throws -> Int {
+                try db.withStatement("PRAGMA \(name)") { statement in try statement.step() ? statement.integer(0) : 0 }
+            }
             // Negative: KiB; positive: pages.
-            return value < 0 ? -value * 1024 : value * (try db.withStatement("PRAGMA page_size") { try $0.step() ? $0.integer(0) : 0 })
+            let value = try pragma("cache_size")
+            return value < 0 ? -value * 1024 : value * (try pragma("page_size"))
         }
     }
 

@@ -1,12 +1,13 @@
 /// The objects a transfer into a store that started empty has written, remembered in fixed
-/// memory (8 MB, from the first batch that lands): a Bloom filter over their hashes. "No" is certain, so the target is asked only
-/// about a "maybe". The probes are bits of the hash itself, which SHA-256 spreads evenly.
+/// memory (8 MB, from the first batch that lands): a Bloom filter over their hashes. "No" is
+/// certain, so the target is asked only about a "maybe". The probes are bits of the hash itself,
+/// which SHA-256 spreads evenly.
 ///
 /// A walk names an object again after its batch landed when a node of the base's index sits
 /// under another parent than the one it is walked against (boundaries move as keys are added):
-/// 5.9% of the objects of a million records built in ten commits were written twice before. With six probes
-/// over 2²⁶ bits, a million objects give a false "maybe" once in about 2.5 million questions,
-/// ten million once in 23.
+/// 5.9% of the objects of a million records built in ten commits were written twice before.
+/// With six probes over 2²⁶ bits, a million objects give a false "maybe" once in about 2.5
+/// million questions, ten million once in 23.
 ///
 /// - Complexity: O(1) to insert or test.
 struct LandedObjects {
