@@ -211,21 +211,16 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// The number of bytes SQLite maps of the file for reads, as it applies the configuration
     /// (capped by its build): for tests and diagnostics.
     func effectiveMemoryMapSize() throws -> Int {
-        try withReader("mmap_size") { db in
-            try db.withStatement("PRAGMA mmap_size") { statement in try statement.step() ? statement.integer(0) : 0 }
-        }
+        try withReader("mmap_size") { db in try db.pragmaValue("mmap_size") }
     }
 
     /// The bytes of pages the writing connection may keep cached, as SQLite applies the
     /// configuration: for tests and diagnostics.
     func effectiveWriterCacheSize() async throws -> Int {
         try await onWriter("cache_size") { db in
-            func pragma(_ name: String) throws -> Int {
-                try db.withStatement("PRAGMA \(name)") { statement in try statement.step() ? statement.integer(0) : 0 }
-            }
             // Negative: KiB; positive: pages.
-            let value = try pragma("cache_size")
-            return value < 0 ? -value * 1024 : value * (try pragma("page_size"))
+            let value = try db.pragmaValue("cache_size")
+            return value < 0 ? -value * 1024 : value * (try db.pragmaValue("page_size"))
         }
     }
 

@@ -119,6 +119,11 @@ final class SQLiteConnection: @unchecked Sendable {
         guard result == .ok else { throw failure("sqlite3_exec(\(sql.prefix(60)))", result) }
     }
 
+    /// The integer value of `PRAGMA name` (0 if it returns no row): for diagnostics.
+    func pragmaValue(_ name: String) throws -> Int {
+        try withStatement("PRAGMA \(name)") { statement in try statement.step() ? statement.integer(0) : 0 }
+    }
+
     /// Sets the time SQLite waits for another connection's lock before giving up with SQLITE_BUSY.
     func setBusyTimeout(milliseconds: Int32) throws {
         let result = SQLiteResult(sqlite3_busy_timeout(try openHandle(), milliseconds))

@@ -23,7 +23,8 @@ struct CommitBenchmark {
         return (0..<count).map { index in
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             // Ordered: ids that sort as they are made, as time-ordered ids (UUIDv7, ULID) do.
-            let id = ordered ? String(repeating: "0", count: 16 - String(index, radix: 16).count) + String(index, radix: 16) : String(state >> 1, radix: 16)
+            let hex = String(ordered ? UInt64(index) : state >> 1, radix: 16)
+            let id = ordered ? String(repeating: "0", count: 16 - hex.count) + hex : hex
             return BenchmarkItem(id: id, title: "Item number \(index) with a title long enough to make the record ~100 bytes", count: index, done: index % 2 == 0)
         }
     }

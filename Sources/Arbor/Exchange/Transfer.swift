@@ -56,7 +56,8 @@ final class Transfer {
     func targetHas(_ hashes: [Hash]) async throws -> Set<Hash> {
         var present = Set(hashes.filter(writer.isQueued))
         var ask = hashes.filter { !present.contains($0) }
-        if targetStartedEmpty, let landed = writer.landed { ask.removeAll { !landed.mayContain($0) } }
+        // The writer keeps the filter exactly when the target started empty.
+        if let landed = writer.landed { ask.removeAll { !landed.mayContain($0) } }
         for chunk in ask.chunks(of: Transfer.requestSize) {
             rounds += 1
             present.formUnion(try await target.contains(chunk))
@@ -290,14 +291,16 @@ final class Transfer {
     /// in the same step finds that index's nodes written before it names them.
     private func copyWalks(_ walks: [Walk]) async throws {
         guard !walks.isEmpty else { return }
-        var ownGroups = [Hash]()
-        for walk in walks {
-            for node in walk.group where groupsPending[node.hash] == nil {
-                groupsPending[node.hash] = false
-                ownGroups.append(node.hash)
+        // What this call registers (not what a call below it on the stack did) it forgets on return.
+        var registered = [Hash]()
+        func register(_ hashes: some Sequence<Hash>) {
+            for hash in hashes where groupsPending[hash] == nil {
+                groupsPending[hash] = false
+                registered.append(hash)
             }
         }
-        defer { for hash in ownGroups { groupsPending[hash] = nil } }
+        defer { for hash in registered { groupsPending[hash] = nil } }
+        for walk in walks { register(walk.group.lazy.map(\.hash)) }
         let known = walks.map { Set($0.names($0.old)) }
         var asks = Set<Hash>()
         for (walk, known) in zip(walks, known) { asks.formUnion(walk.names(walk.group).filter { !known.contains($0) }) }
@@ -346,12 +349,7 @@ final class Transfer {
                 start = end
             }
         }
-        for piece in pieces {
-            for hash in piece.wanted where groupsPending[hash] == nil {
-                groupsPending[hash] = false
-                ownGroups.append(hash)
-            }
-        }
+        for piece in pieces { register(piece.wanted) }
         if !blobs.isEmpty {
             let fetched = try await fetch(blobs)
             for blob in blobs {
