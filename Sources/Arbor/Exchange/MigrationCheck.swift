@@ -29,15 +29,20 @@ struct MigrationCheck {
         // Every object the target holds matches its hash and comes from the source.
         var objects = 0
         var bytes = 0
+        let mayBeNew = allowedNew
         try await target.enumerateHashes(batchSize: Transfer.requestSize) { batch in
+            // The source answers while the target's bytes are read and hashed: two engines,
+            // often two processes, working at once.
+            let asked = batch.filter { !mayBeNew.contains($0) }
+            async let inSource = source.contains(asked)
             let fetched = try await target.get(batch)
             for hash in batch {
                 guard let object = fetched[hash] else { throw failure("object \(hash) is listed but cannot be read") }
                 guard Hash.of(object) == hash else { throw failure("object \(hash) does not match its hash") }
                 bytes += object.count
             }
-            let inSource = try await source.contains(batch.filter { !allowedNew.contains($0) })
-            if let foreign = batch.first(where: { !allowedNew.contains($0) && !inSource.contains($0) }) {
+            let found = try await inSource
+            if let foreign = asked.first(where: { !found.contains($0) }) {
                 throw failure("object \(foreign) is not in the source")
             }
             objects += batch.count

@@ -7,7 +7,8 @@ struct ObjectLinks {
     var children: [(hash: Hash, count: UInt64)] = []
     /// For a leaf: the blobs its records are stored in.
     var blobs: [Hash] = []
-    /// For a leaf: the number of records it holds.
+    /// For an index node: the records it holds (a leaf) or its children hold (a branch, as
+    /// ``IndexNode/recordCount`` counts them).
     var recordCount: UInt64 = 0
     /// For a commit: its index root and parents, and when it was made.
     var root: Hash?
@@ -43,7 +44,7 @@ struct ObjectLinks {
             self.level = level
             self.children = children
             self.blobs = blobs
-            if level == 0 { recordCount = UInt64(count) }
+            recordCount = level == 0 ? UInt64(count) : children.reduce(0) { $0.addingSaturated($1.count) }
         case .commit:
             let content = try Version.Content.decode(bytes)
             root = content.root

@@ -197,7 +197,7 @@ struct IntegrityWalk {
         }
         func namedBy(_ root: Hash) -> String { "version \(versionOf[root].map(\.description) ?? "?")" }
         let objects = try await fetch(fresh, namedBy: namedBy)
-        var group = [(hash: Hash, node: IndexNode)]()
+        var group = [(hash: Hash, node: ObjectLinks)]()
         for root in fresh {
             guard let bytes = objects[root], let node = node(root, bytes, named: namedBy(root)) else { continue }
             rootCounts[root] = node.recordCount
@@ -213,9 +213,16 @@ struct IntegrityWalk {
     }
 
     /// Parses an index node, recording it as corrupt if it does not parse.
-    mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> IndexNode? {
+    ///
+    /// Only the node's links are read, not its records: the walk checks each node's level and
+    /// counts and follows its children, so decoding every entry would only allocate.
+    mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> ObjectLinks? {
         do {
-            return try IndexNode.decode(bytes)
+            let links = try ObjectLinks(bytes)
+            guard links.kind == .leaf || links.kind == .branch else {
+                throw ArborError(.corruptObject, "a \(links.kind.name)")
+            }
+            return links
         } catch {
             damaged(.corrupt, hash, "named by \(parent): not an index node (\((error as? ArborError)?.message ?? "\(error)"))")
             return nil
@@ -223,17 +230,12 @@ struct IntegrityWalk {
     }
 
     /// Checks sibling nodes of one level and, level by level, what they name.
-    mutating func checkGroup(_ group: [(hash: Hash, node: IndexNode)]) async throws {
+    mutating func checkGroup(_ group: [(hash: Hash, node: ObjectLinks)]) async throws {
         var children = [(parent: Hash, child: Hash, count: UInt64, level: Int)]()
         var blobs = [(parent: Hash, blob: Hash)]()
         for (hash, node) in group {
-            for entry in node.entries {
-                switch entry.payload {
-                case .node(let child, let count): children.append((hash, child, count, node.level - 1))
-                case .blob(let blob): blobs.append((hash, blob))
-                case .inline: break
-                }
-            }
+            for child in node.children { children.append((hash, child.hash, child.count, node.level - 1)) }
+            for blob in node.blobs { blobs.append((hash, blob)) }
         }
         let fetchedBlobs = try await fetch(blobs.map(\.blob), namedBy: "a leaf")
         for (parent, blob) in blobs {
@@ -244,7 +246,7 @@ struct IntegrityWalk {
         let unseen = children.filter { !reached.contains($0.child) }
         for chunk in unseen.chunks(of: Transfer.groupSize) {
             let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
-            var next = [(hash: Hash, node: IndexNode)]()
+            var next = [(hash: Hash, node: ObjectLinks)]()
             for entry in chunk {
                 guard let bytes = fetched[entry.child], let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
                 guard node.level == entry.level, node.recordCount == entry.count else {
