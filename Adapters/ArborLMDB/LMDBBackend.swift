@@ -292,18 +292,33 @@ public final class LMDBBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        try await scanObjects(batchSize: batchSize) { entries in
+            try await body(try entries.map { try hash($0.key, "the objects database has a key that", "enumerate") })
+        }
+    }
+
+    /// Every object with its bytes, in hash order, in batches of at most `batchSize`; each
+    /// batch is read in its own read transaction and `body` runs outside it.
+    ///
+    /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
+    public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        try await scanObjects(batchSize: batchSize) { entries in
+            try await body(try entries.map { (try hash($0.key, "the objects database has a key that", "enumerate"), $0.value) })
+        }
+    }
+
+    /// The objects database's entries in key order, a read transaction per batch.
+    private func scanObjects(batchSize: Int, _ body: ([(key: [UInt8], value: [UInt8])]) async throws -> Void) async throws {
         let limit = max(batchSize, 1)
         var after: [UInt8]? = nil
         let objects = environment.objects
         while true {
             try checkOpen("enumerate")
-            let keys = try environment.read("enumerate") { [after] txn in
-                try txn.scan(objects, after: after, limit: limit).map(\.key)
-            }
-            if keys.isEmpty { return }
-            try await body(try keys.map { try hash($0, "the objects database has a key that", "enumerate") })
-            if keys.count < limit { return }
-            after = keys.last
+            let entries = try environment.read("enumerate") { [after] txn in try txn.scan(objects, after: after, limit: limit) }
+            if entries.isEmpty { return }
+            try await body(entries)
+            if entries.count < limit { return }
+            after = entries.last?.key
         }
     }
 

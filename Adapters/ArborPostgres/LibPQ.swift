@@ -214,6 +214,11 @@ final class PGResult {
         }
     }
 
+    /// Each row's object (a `hash`, `bytes` pair of columns), in row order.
+    func objects() -> [(hash: Hash, bytes: [UInt8])] {
+        (0..<rowCount).compactMap { row in hash(row, 0).flatMap { hash in bytes(row, 1).map { (hash, $0) } } }
+    }
+
     /// Adds each row's object (a `hash`, `bytes` pair of columns) to `objects`.
     func collectObjects(into objects: inout [Hash: [UInt8]]) {
         for row in 0..<rowCount {
@@ -261,6 +266,9 @@ final class PGConnection {
 
     /// The server's process id for this connection.
     var backendPID: Int32 { PQbackendPID(handle) }
+
+    /// The server's version as a number (150018 for 15.18).
+    var serverVersion: Int { Int(PQserverVersion(handle)) }
 
     private static func connectError(_ message: String, target: ConnectionTarget, operation: String) -> ArborError {
         let lower = message.lowercased()

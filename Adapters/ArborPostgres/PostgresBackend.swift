@@ -60,8 +60,13 @@ public final class PostgresBackend: Backend {
     public let configuration: Configuration
     private let pool: ConnectionPool
 
+    /// Whether the server scans a range of the objects table's pages by itself (a TID range
+    /// scan, PostgreSQL 14 and later), which ``enumerateObjects(batchSize:_:)`` uses.
+    private let scansPageRanges: Bool
+
     private init(configuration: Configuration, connection: PGConnection) {
         self.configuration = configuration
+        scansPageRanges = connection.serverVersion >= 14_00_00
         pool = ConnectionPool(target: configuration.target, maximumConnections: configuration.maximumConnections, first: connection)
     }
 
@@ -203,6 +208,70 @@ public final class PostgresBackend: Backend {
     }
 
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        try await scanObjects(Statements.page, batchSize: batchSize, hashOf: { $0 }, body) { rows in
+            (0..<rows.rowCount).compactMap { rows.hash($0, 0) }
+        }
+    }
+
+    /// Every object with its bytes, in batches of at most `batchSize`, in the order the objects
+    /// table keeps them: a range of its pages per statement, each page read once. In hash order
+    /// (through the primary key's index) a scan of a table larger than the shared buffers visits
+    /// each page once per row on it, and after a bulk write (a migration's verification) sets
+    /// each row's hint bits on a page evicted and written back in between: 1.4–1.6 s against
+    /// 0.2 s for 275,000 objects of 2.9 KB on PostgreSQL 15 with 128 MB of shared buffers.
+    ///
+    /// Servers older than 14 (no TID range scans) enumerate in hash order. A rewrite of the
+    /// table during the enumeration (`VACUUM FULL`, `CLUSTER`) moves its rows, so it is detected
+    /// and thrown (``ArborError/Code/engine``) rather than skip or repeat objects.
+    ///
+    /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
+    public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        guard scansPageRanges else {
+            return try await scanObjects(Statements.pageObjects, batchSize: batchSize, hashOf: \.hash, body) { rows in rows.objects() }
+        }
+        try checkOpen("enumerate")
+        let limit = max(batchSize, 1)
+        let start = try await pool.withConnection("enumerate") { try Self.objectsTableExtent($0) }
+        var end = start.pages
+        var page: Int64 = 0
+        // Pages per statement, sized from the rows per page seen so far to make about a batch.
+        var span = Int64(max(1, limit / 64))
+        var rowsSeen = 0
+        while page < end {
+            let range = (from: page, to: page + span)
+            let (objects, extent) = try await pool.withConnection("enumerate") { connection in
+                let rows = try connection.execute(Statements.pageRange, [.int64(range.from), .int64(range.to)], operation: "enumerate")
+                return (rows.objects(), try Self.objectsTableExtent(connection))
+            }
+            guard extent.file == start.file else {
+                throw ArborError(.engine, "the objects table was rewritten (VACUUM FULL, CLUSTER or TRUNCATE) during the enumeration of \(configuration.redactedURL); run it again",
+                                 backend: engineName, operation: "enumerate")
+            }
+            for first in stride(from: 0, to: objects.count, by: limit) { try await body(Array(objects[first..<min(first + limit, objects.count)])) }
+            rowsSeen += objects.count
+            page = range.to
+            end = extent.pages  // rows added meanwhile at the end are read too
+            span = max(1, min(1 << 16, rowsSeen == 0 ? span * 2 : Int64(limit) * page / Int64(rowsSeen)))
+        }
+    }
+
+    /// The objects table's file (which a rewrite changes) and its length in pages.
+    private static func objectsTableExtent(_ connection: PGConnection) throws -> (file: String, pages: Int64) {
+        let rows = try connection.execute(
+            "SELECT pg_relation_filenode('arbor_objects')::text, (pg_relation_size('arbor_objects') / current_setting('block_size')::int8)::text",
+            operation: "enumerate")
+        guard rows.rowCount == 1, let file = rows.text(0, 0), let pages = rows.text(0, 1).flatMap({ Int64($0) }) else {
+            throw ArborError(.engine, "the server did not say how large the objects table is", backend: engine, operation: "enumerate")
+        }
+        return (file, pages)
+    }
+
+    /// Runs `statement` (up to a number of objects after a hash, in hash order, the hash first)
+    /// page by page; `rows` reads a page's results.
+    private func scanObjects<Row: Sendable>(
+        _ statement: PreparedStatement, batchSize: Int, hashOf: (Row) -> Hash, _ body: ([Row]) async throws -> Void,
+        rows: @escaping @Sendable (PGResult) -> [Row]
+    ) async throws {
         try checkOpen("enumerate")
         let limit = max(batchSize, 1)
         var after: [UInt8] = []  // the empty bytea sorts before every hash
@@ -211,12 +280,11 @@ public final class PostgresBackend: Backend {
             // Keyset pagination: each page is its own short statement, so no transaction or
             // connection is held while `body` runs.
             let page = try await pool.withConnection("enumerate") { connection in
-                let rows = try connection.execute(Statements.page, [.bytes(cursor), .int64(Int64(limit))], operation: "enumerate")
-                return (0..<rows.rowCount).compactMap { rows.hash($0, 0) }
+                rows(try connection.execute(statement, [.bytes(cursor), .int64(Int64(limit))], operation: "enumerate"))
             }
             if !page.isEmpty { try await body(page) }
             guard page.count == limit, let last = page.last else { return }
-            after = last.bytes
+            after = hashOf(last).bytes
         }
     }
 
@@ -312,6 +380,13 @@ enum Statements {
         types: [PGType.byteaArray, PGType.byteaArray])
     static let page = PreparedStatement(
         name: "arbor_page", sql: "SELECT hash FROM arbor_objects WHERE hash > $1 ORDER BY hash LIMIT $2", types: [PGType.bytea, PGType.int8])
+    /// The objects on pages [$1, $2) of the table: a TID range scan (PostgreSQL 14+).
+    static let pageRange = PreparedStatement(
+        name: "arbor_page_range",
+        sql: "SELECT hash, bytes FROM arbor_objects WHERE ctid >= ('(' || $1 || ',0)')::tid AND ctid < ('(' || $2 || ',0)')::tid",
+        types: [PGType.int8, PGType.int8])
+    static let pageObjects = PreparedStatement(
+        name: "arbor_page_objects", sql: "SELECT hash, bytes FROM arbor_objects WHERE hash > $1 ORDER BY hash LIMIT $2", types: [PGType.bytea, PGType.int8])
     static let delete = PreparedStatement(
         name: "arbor_delete", sql: "DELETE FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
     static let refs = PreparedStatement(name: "arbor_refs", sql: "SELECT name, hash FROM arbor_refs", types: [])

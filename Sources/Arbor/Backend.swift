@@ -37,6 +37,17 @@ public protocol Backend: Sendable {
     /// Every object hash in the store, in batches of at most `batchSize`, in no particular order.
     func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws
 
+    /// Every object in the store with its bytes, in batches of at most `batchSize`, in no
+    /// particular order; `body` may use the backend.
+    ///
+    /// What reads a whole store (a migration's verification) calls this rather than
+    /// ``enumerateHashes(batchSize:_:)`` and ``get(_:)``: an engine can read a batch of objects
+    /// in the order it keeps them, in one request. The default does exactly those two calls.
+    /// The caller checks every object against its hash, as for `get`.
+    ///
+    /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
+    func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws
+
     /// Removes objects (for garbage collection only). Unknown hashes are ignored.
     func delete(_ hashes: [Hash]) async throws
 
@@ -83,6 +94,15 @@ extension Backend {
     /// Returns `get(hashes)`: no ancestors.
     public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
         try await get(hashes)
+    }
+
+    /// Each batch of ``enumerateHashes(batchSize:_:)``, read with ``get(_:)``; an object deleted
+    /// in between is left out.
+    public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        try await enumerateHashes(batchSize: batchSize) { hashes in
+            let objects = try await get(hashes)
+            try await body(hashes.compactMap { hash in objects[hash].map { (hash, $0) } })
+        }
     }
 
     /// The current value of one ref, or `nil` if it does not exist.

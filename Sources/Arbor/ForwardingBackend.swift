@@ -4,9 +4,10 @@
 ///
 /// ``InPlaceReading`` is not forwarded either: point reads through a wrapper use ``Backend/get(_:)``.
 ///
-/// ``Backend/ancestry(of:limit:)`` is not forwarded: it goes through the conforming type's
-/// ``Backend/get(_:)``, so a type that changes `get` sees every read. Forward it explicitly to
-/// keep the inner backend's many-generations-per-request walks.
+/// ``Backend/ancestry(of:limit:)`` and ``Backend/enumerateObjects(batchSize:_:)`` are not
+/// forwarded: they go through the conforming type's ``Backend/get(_:)`` (and
+/// `enumerateHashes`), so a type that changes `get` sees every read. Forward them explicitly to
+/// keep the inner backend's many-generations-per-request walks and engine-order scans.
 ///
 /// ```swift
 /// final class CountingReads: ForwardingBackend {

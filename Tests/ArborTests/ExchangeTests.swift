@@ -177,13 +177,60 @@ import Testing
             while let bytes = try await target.backend.get([leaf])[leaf], case .node(let child, _) = try IndexNode.decode(bytes).entries[0].payload {
                 leaf = child
             }
+            let leafBytes = try #require(try await target.backend.get([leaf])[leaf])
             try await target.backend.delete([leaf])
             await #expect {
                 try await MigrationCheck(source: source.backend, target: target.backend, latestOnly: false).run(&report)
             } throws: { error in
                 (error as? ArborError)?.code == .missingObject && "\(error)".contains(leaf.description)
             }
+            // The leaf back with one byte changed.
+            var damaged = leafBytes
+            damaged[damaged.count / 2] ^= 0x20
+            try await target.backend.put([(leaf, damaged)])
+            await #expect {
+                try await MigrationCheck(source: source.backend, target: target.backend, latestOnly: false).run(&report)
+            } throws: { error in
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains("\(leaf) does not match its hash")
+            }
+            // Repaired, the copy checks out again.
+            try await target.backend.delete([leaf])
+            try await target.backend.put([(leaf, leafBytes)])
+            try await MigrationCheck(source: source.backend, target: target.backend, latestOnly: false).run(&report)
+            let held = try await target.backend.allHashes().count
+            #expect(report.verified && report.objectsChecked == held)
             #expect(head.recordCount > 0)
+        }
+    }
+
+    /// The verification's check that every name resolves finds a missing object whether it
+    /// keeps everything in memory or, past its limit, asks the store.
+    @Test(arguments: [1_000_000, 6, 3])
+    func linkCheckFindsEveryMissingNameWithinItsMemory(limit: Int) async throws {
+        let backend = MemoryBackend()
+        let objects = (0..<20).map { index in
+            let bytes = Array("object \(index)".utf8)
+            return (hash: Hash.of(bytes), bytes: bytes)
+        }
+        try await backend.put(objects)
+        let batches = stride(from: 0, to: 20, by: 4).map { Array(objects[$0..<($0 + 4)].map(\.hash)) }
+        // Each batch names objects of batches before and after it.
+        func names(_ index: Int) -> Set<Hash> { [objects[(index * 4 + 7) % 20].hash, objects[(index * 4 + 13) % 20].hash] }
+        var complete = LinkCheck(target: backend)
+        complete.memoryLimit = limit
+        for (index, batch) in batches.enumerated() { try await complete.add(batch, naming: names(index)) }
+        try await complete.resolve()
+
+        let absent = Hash.of(Array("never stored".utf8))
+        var broken = LinkCheck(target: backend)
+        broken.memoryLimit = limit
+        await #expect {
+            for (index, batch) in batches.enumerated() {
+                try await broken.add(batch, naming: index == 1 ? names(index).union([absent]) : names(index))
+            }
+            try await broken.resolve()
+        } throws: { error in
+            (error as? ArborError)?.code == .missingObject && "\(error)".contains(absent.description)
         }
     }
 

@@ -3,6 +3,15 @@ import Arbor
 extension ConformanceCase {
     /// The object half of the contract: batches, idempotence, sizes, unknown hashes,
     /// enumeration and deletion.
+    /// Puts `objects` in batches of 500, as the step `name`.
+    static func putInBatches(_ objects: [(hash: Hash, bytes: [UInt8])], _ name: String, _ context: ConformanceContext) async throws {
+        try await context.step(name) {
+            for start in stride(from: 0, to: objects.count, by: 500) {
+                try await context.backend.put(Array(objects[start..<min(start + 500, objects.count)]))
+            }
+        }
+    }
+
     static let objectCases: [ConformanceCase] = [
         ConformanceCase(.contract, "put-get-batches", "put, get and contains take batches of 0, 1 and 10,000 objects") { context in
             let backend = context.backend
@@ -102,11 +111,7 @@ extension ConformanceCase {
                 try await backend.enumerateHashes(batchSize: 10) { count += $0.count }
                 try expectEqual(count, 0, "an empty store enumerates no hashes")
             }
-            try await context.step("putting 2,345 objects in batches of 500") {
-                for start in stride(from: 0, to: objects.count, by: 500) {
-                    try await backend.put(Array(objects[start..<min(start + 500, objects.count)]))
-                }
-            }
+            try await putInBatches(objects, "putting 2,345 objects in batches of 500", context)
             for batchSize in [1_000, 7, 100_000] {
                 try await context.step("enumerating in batches of \(batchSize)") {
                     var seen = [Hash]()
@@ -138,6 +143,44 @@ extension ConformanceCase {
                 try expect(stopped && calls == 1, "an error thrown by the enumeration's body", expected: "ends the enumeration and is rethrown",
                            actual: stopped ? "\(calls) calls of the body" : "no error")
                 try expectEqual(try await backend.allHashes().count, objects.count, "the store works after a stopped enumeration")
+            }
+        },
+
+        ConformanceCase(.contract, "enumerate-objects", "enumerating objects returns each object put once, with exactly its bytes, in batches of at most the size asked, while the body uses the backend") { context in
+            let backend = context.backend
+            let sizes = [0, 1, 32, 4096, 65_537, 1 << 20] + (0..<1_200).map { 20 + $0 % 300 }
+            let objects = sizes.enumerated().map { TestObjects.object($0.offset, size: $0.element, seed: 13) }
+            let expected = Dictionary(objects.map { ($0.hash, $0.bytes) }, uniquingKeysWith: { first, _ in first })
+            try await context.step("enumerating an empty store") {
+                var count = 0
+                try await backend.enumerateObjects(batchSize: 10) { count += $0.count }
+                try expectEqual(count, 0, "an empty store enumerates no objects")
+            }
+            try await putInBatches(objects, "putting \(objects.count) objects of 0 bytes to 1 MB in batches of 500", context)
+            for batchSize in [1_000, 7, 100_000] {
+                try await context.step("enumerating objects in batches of \(batchSize), asking the backend about each batch") {
+                    var seen = [Hash: Int]()
+                    var largest = 0
+                    var wrongBytes = 0
+                    try await backend.enumerateObjects(batchSize: batchSize) { batch in
+                        largest = max(largest, batch.count)
+                        for (hash, bytes) in batch {
+                            seen[hash, default: 0] += 1
+                            if expected[hash] != bytes { wrongBytes += 1 }
+                        }
+                        // What a migration's verification does during the scan.
+                        let held = try await backend.contains(batch.map(\.hash))
+                        try expectEqual(held.count, Set(batch.map(\.hash)).count, "contains during an enumeration finds the batch")
+                    }
+                    try expect(largest <= batchSize, "enumerating objects with batchSize \(batchSize)", expected: "batches of at most \(batchSize)", actual: "a batch of \(largest)")
+                    let repeated = seen.values.filter { $0 > 1 }.count
+                    let missing = expected.keys.filter { seen[$0] == nil }.count
+                    let extra = seen.keys.filter { expected[$0] == nil }.count
+                    try expect(repeated == 0 && missing == 0 && extra == 0 && wrongBytes == 0,
+                               "enumerating objects with batchSize \(batchSize) yields each object put once, byte for byte",
+                               expected: "\(expected.count) objects",
+                               actual: "\(missing) missing, \(extra) never put, \(repeated) repeated, \(wrongBytes) with other bytes")
+                }
             }
         },
 

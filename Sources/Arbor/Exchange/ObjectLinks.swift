@@ -17,6 +17,9 @@ struct ObjectLinks {
     /// For a head set: the heads it names.
     var heads: [Hash] = []
 
+    /// Whether the object is a node of an index (a leaf or a branch).
+    var isIndexNode: Bool { kind == .leaf || kind == .branch }
+
     /// Reads the links of `bytes`; throws ``ArborError/Code/unsupportedFormat`` for an object of
     /// another format, ``ArborError/Code/corruptObject`` for one that does not parse.
     init(_ bytes: [UInt8]) throws {

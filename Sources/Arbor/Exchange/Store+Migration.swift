@@ -13,11 +13,15 @@ extension Store {
     ///
     /// With `verify`, afterwards: the target's `heads` ref must name the same head set as the
     /// source's (with `latestOnly`: heads with the same roots), every object of the target must
-    /// match its hash and (but for the new commits) be in the source, and the index of every
-    /// head must be complete in the target. Failures throw ``ArborError/Code/corruptObject``.
+    /// match its hash and (but for the new commits) be in the source, and every object an object
+    /// of the target names must be in the target, so everything the heads reach is there. Failures
+    /// throw ``ArborError/Code/corruptObject``, or ``ArborError/Code/missingObject`` for an
+    /// object named but absent.
     ///
     /// - Complexity: O(*N*) objects read and written for the *N* objects the history needs
-    ///   (with `latestOnly`, the objects of the heads' indexes), and as many again to verify.
+    ///   (with `latestOnly`, the objects of the heads' indexes); to verify, one pass over the
+    ///   target's objects (``Backend/enumerateObjects(batchSize:_:)``) and O(*N*) existence
+    ///   checks in each store, in batches.
     @discardableResult
     public func migrate(
         to target: Store, latestOnly: Bool = false, verify: Bool = true, progress: TransferProgressHandler? = nil

@@ -270,7 +270,7 @@ final class Transfer {
         let wanted = (base.map { [root, $0] } ?? [root]).filter { prefetched[$0] == nil }
         let fetched = wanted.isEmpty ? prefetched : try await fetch(wanted).merging(prefetched) { fetched, _ in fetched }
         let links = try links(of: root, fetched[root] ?? [], expecting: nil)
-        guard links.kind == .leaf || links.kind == .branch else {
+        guard links.isIndexNode else {
             throw ArborError(.corruptObject, "object \(root) is a \(links.kind.name), not an index root", backend: source.engineName, operation: "exchange")
         }
         var old = [Fetched]()

@@ -177,12 +177,6 @@ struct IntegrityWalk {
         report.seconds = seconds
     }
 
-    /// Checks the index below `root` (of `version`, which says it holds `records` records), each
-    /// node read once across all versions.
-    mutating func checkIndex(root: Hash, records: UInt64, version: Hash) async throws {
-        try await checkIndexes([(version, root, records)])
-    }
-
     /// Checks the indexes of several versions (each with the record count it states) together:
     /// their roots in one request, then what those name a level at a time, so a long history of
     /// small versions costs a few requests per level, not per version. Each node is read once
@@ -219,7 +213,7 @@ struct IntegrityWalk {
     mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> ObjectLinks? {
         do {
             let links = try ObjectLinks(bytes)
-            guard links.kind == .leaf || links.kind == .branch else {
+            guard links.isIndexNode else {
                 throw ArborError(.corruptObject, "a \(links.kind.name)")
             }
             return links
