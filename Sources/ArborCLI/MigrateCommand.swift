@@ -11,7 +11,8 @@ public struct MigrateCommand: StorePairCommand {
             migration that was interrupted leaves TO without versions, and running it again resumes it. \
             Copies all history, or with --latest only the state of each head (as versions without parents). \
             Then verifies (unless --no-verify) that the heads are the same on both sides, that every object of \
-            TO matches its hash and comes from FROM, and that every head's index is complete. Memory stays \
+            TO matches its hash and comes from FROM, and that every object one names is in TO (so every \
+            head's history and index are complete), in one pass over TO. Memory stays \
             bounded whatever the store's size. With --json: {"versions", "objects", "bytes", "seconds", \
             "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds", "heads"}.
             """)

@@ -21,7 +21,7 @@ extension Store {
     /// - Complexity: O(*N*) objects read and written for the *N* objects the history needs
     ///   (with `latestOnly`, the objects of the heads' indexes); to verify, one pass over the
     ///   target's objects (``Backend/enumerateObjects(batchSize:_:)``) and O(*N*) existence
-    ///   checks in each store, in batches.
+    ///   checks in the source, in batches (in the target too past half a million objects).
     @discardableResult
     public func migrate(
         to target: Store, latestOnly: Bool = false, verify: Bool = true, progress: TransferProgressHandler? = nil
