@@ -56,13 +56,14 @@ final class ProgressBar: Sendable {
 }
 
 extension TransferProgress {
-    /// `[########------------]  42%  versions 3/10  12345 objects  4.5 MB  1.2 MB/s  ETA 0:12`.
+    /// `[########------------]  42%  versions 3/10  12345 objects  4.5 MB  1.2 MB/s  ETA 0:12`;
+    /// while a migration verifies, `verifying` instead of the versions.
     public var line: String {
         let width = 20
         let filled = Int((fractionDone * Double(width)).rounded(.down))
         var text = "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]"
         text += String(format: " %3d%%", Int(fractionDone * 100))
-        text += "  versions \(versionsDone)/\(versionsTotal)"
+        text += phase == .verifying ? "  verifying" : "  versions \(versionsDone)/\(versionsTotal)"
         text += "  \(objects) objects  \(ProgressBar.bytes(bytes))  \(ProgressBar.bytes(Int(bytesPerSecond)))/s"
         if let secondsRemaining { text += "  ETA " + ProgressBar.duration(secondsRemaining) }
         return text

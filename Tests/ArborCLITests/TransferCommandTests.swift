@@ -133,5 +133,8 @@ import Testing
         let text = progress.line
         #expect(text.contains("40%") && text.contains("versions 3/10") && text.contains("12345 objects"))
         #expect(text.contains("4.5 MB") && text.contains("2.2 MB/s") && text.contains("ETA 0:03"))
+        var verifying = progress
+        verifying.phase = .verifying
+        #expect(verifying.line.contains("verifying") && !verifying.line.contains("versions") && verifying.line.contains("12345 objects"))
     }
 }

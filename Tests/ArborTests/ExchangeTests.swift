@@ -203,6 +203,22 @@ import Testing
         }
     }
 
+    /// A migration reports its copy, then its verification, ending on every object checked.
+    @Test func migrationReportsTheVerificationsProgressToo() async throws {
+        try await withStores(.memory, .memory) { stores in
+            try await fill(stores[0], tasks: 300, commits: 3)
+            let reports = Mutex([TransferProgress]())
+            let report = try await stores[0].migrate(to: stores[1]) { progress in reports.withLock { $0.append(progress) } }
+            let seen = reports.withLock { $0 }
+            let firstVerifying = try #require(seen.firstIndex { $0.phase == .verifying })
+            #expect(firstVerifying > 0 && seen[..<firstVerifying].allSatisfy { $0.phase == .copying })
+            #expect(seen[firstVerifying...].allSatisfy { $0.phase == .verifying })
+            let last = try #require(seen.last)
+            #expect(last.objects == report.objectsChecked && last.bytes == report.bytesChecked && last.fractionDone == 1)
+            #expect(report.objectsChecked == report.exchange.objects + 1)  // and the head set
+        }
+    }
+
     /// The verification's check that every name resolves finds a missing object whether it
     /// keeps everything in memory or, past its limit, asks the store.
     @Test(arguments: [1_000_000, 6, 3])

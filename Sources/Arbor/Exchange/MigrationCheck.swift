@@ -7,7 +7,10 @@ struct MigrationCheck {
     let target: any Backend
     let latestOnly: Bool
 
-    func run(_ report: inout MigrationReport) async throws {
+    /// Proves the copy `report` describes, and records the proof in it. `progress` hears of the
+    /// objects checked (``TransferProgress/Phase/verifying``), the fraction done measured against
+    /// the objects the copy wrote.
+    func run(_ report: inout MigrationReport, progress: TransferProgressHandler? = nil) async throws {
         let started = ContinuousClock.now
         let sourceState = try await Transfer.headState(of: source)
         let targetState = try await Transfer.headState(of: target)
@@ -34,6 +37,21 @@ struct MigrationCheck {
         var bytes = 0
         let mayBeNew = allowedNew
         var links = LinkCheck(target: target)
+        let expected = report.exchange.objects + 1  // and the new head set
+        let versions = report.exchange.versions
+        var lastReport = ContinuousClock.now
+        func reportProgress(force: Bool) {
+            guard let progress, force || lastReport.duration(to: .now) >= .milliseconds(100) else { return }
+            lastReport = .now
+            progress(TransferProgress(versionsDone: versions, versionsTotal: versions, objects: objects, bytes: bytes,
+                                      seconds: started.secondsUntilNow, fractionDone: min(1, Double(objects) / Double(expected)), phase: .verifying))
+        }
+        func account(_ checked: CheckedBatch) async throws {
+            objects += checked.hashes.count
+            bytes += checked.bytes
+            try await links.add(checked.hashes, naming: checked.named)
+            reportProgress(force: false)
+        }
         // Each batch is checked by a task of its own while the target reads the next batch, and
         // the source answers for it while its bytes are hashed and parsed: on two engines (often
         // two processes) and the hashing, the work overlaps.
@@ -42,19 +60,11 @@ struct MigrationCheck {
         try await target.enumerateObjects(batchSize: Transfer.requestSize) { batch in
             let previous = inFlight
             inFlight = Task { [self] in try await check(batch, mayBeNew: mayBeNew) }
-            if let previous {
-                let checked = try await previous.value
-                bytes += checked.bytes
-                try await links.add(checked.hashes, naming: checked.named)
-            }
-            objects += batch.count
+            if let previous { try await account(try await previous.value) }
         }
-        if let last = inFlight {
-            let checked = try await last.value
-            bytes += checked.bytes
-            try await links.add(checked.hashes, naming: checked.named)
-        }
+        if let last = inFlight { try await account(try await last.value) }
         try await links.resolve()
+        reportProgress(force: true)
         report.verified = true
         report.objectsChecked = objects
         report.bytesChecked = bytes

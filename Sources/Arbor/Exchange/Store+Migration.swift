@@ -45,7 +45,7 @@ extension Store {
         report.copySeconds = report.exchange.seconds
         if verify {
             let check = MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly)
-            try await check.run(&report)
+            try await check.run(&report, progress: progress)
         }
         return report
     }

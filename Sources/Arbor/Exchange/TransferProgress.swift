@@ -3,6 +3,15 @@ import Foundation
 /// How far a transfer (exchange, sync or migration) has come; handed to a progress handler as
 /// it goes, a few times a second at most.
 public struct TransferProgress: Sendable {
+    /// What a transfer is doing.
+    public enum Phase: String, Sendable {
+        /// Copying versions and objects (the counts are of objects written).
+        case copying
+        /// A migration proving its copy (the counts are of the target's objects checked).
+        case verifying
+    }
+
+    public var phase: Phase
     /// Versions copied so far, and how many the transfer copies in all.
     public var versionsDone: Int
     public var versionsTotal: Int
@@ -15,7 +24,10 @@ public struct TransferProgress: Sendable {
     /// current version already copied or found present.
     public var fractionDone: Double
 
-    public init(versionsDone: Int, versionsTotal: Int, objects: Int, bytes: Int, seconds: Double, fractionDone: Double) {
+    public init(
+        versionsDone: Int, versionsTotal: Int, objects: Int, bytes: Int, seconds: Double, fractionDone: Double, phase: Phase = .copying
+    ) {
+        self.phase = phase
         self.versionsDone = versionsDone
         self.versionsTotal = versionsTotal
         self.objects = objects
@@ -24,7 +36,7 @@ public struct TransferProgress: Sendable {
         self.fractionDone = fractionDone
     }
 
-    /// Bytes written per second so far.
+    /// Bytes written (or checked) per second so far.
     public var bytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds : 0 }
 
     /// Seconds left at the rate so far, once there is enough to go on.
