@@ -11,14 +11,15 @@ public struct TransferProgress: Sendable {
         case verifying
     }
 
+    /// ``Phase/copying``, but for a migration's verification.
     public var phase: Phase
     /// Versions copied so far, and how many the transfer copies in all.
     public var versionsDone: Int
     public var versionsTotal: Int
-    /// Objects and bytes written to the target so far.
+    /// Objects and bytes written to the target so far (checked, while verifying).
     public var objects: Int
     public var bytes: Int
-    /// Seconds since the transfer started.
+    /// Seconds since the transfer (or its verification) started.
     public var seconds: Double
     /// An estimate of the part done, from 0 to 1: versions done, plus the records of the
     /// current version already copied or found present.
