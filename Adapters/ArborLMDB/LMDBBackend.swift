@@ -292,9 +292,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
-        try await scanObjects(batchSize: batchSize) { entries in
-            try await body(try entries.map { try hash($0.key, "the objects database has a key that", "enumerate") })
-        }
+        try await enumerateObjects(batchSize: batchSize) { objects in try await body(objects.map(\.hash)) }
     }
 
     /// Every object with its bytes, in hash order, in batches of at most `batchSize`; each
@@ -302,13 +300,6 @@ public final class LMDBBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
-        try await scanObjects(batchSize: batchSize) { entries in
-            try await body(try entries.map { (try hash($0.key, "the objects database has a key that", "enumerate"), $0.value) })
-        }
-    }
-
-    /// The objects database's entries in key order, a read transaction per batch.
-    private func scanObjects(batchSize: Int, _ body: ([(key: [UInt8], value: [UInt8])]) async throws -> Void) async throws {
         let limit = max(batchSize, 1)
         var after: [UInt8]? = nil
         let objects = environment.objects
@@ -316,7 +307,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
             try checkOpen("enumerate")
             let entries = try environment.read("enumerate") { [after] txn in try txn.scan(objects, after: after, limit: limit) }
             if entries.isEmpty { return }
-            try await body(entries)
+            try await body(try entries.map { (try hash($0.key, "the objects database has a key that", "enumerate"), $0.value) })
             if entries.count < limit { return }
             after = entries.last?.key
         }
