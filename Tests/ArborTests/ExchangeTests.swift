@@ -250,6 +250,66 @@ import Testing
         }
     }
 
+    /// SipHash-2-4 as its authors give it (the 32-byte message 00…1f under the key 00…0f), and a
+    /// digest that depends on which hashes were added and how often, not in what order.
+    @Test func objectSetDigestsAreKeyedSipHashSums() {
+        let message: (UInt64, UInt64, UInt64, UInt64) = (0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908, 0x1716_1514_1312_1110, 0x1f1e_1d1c_1b1a_1918)
+        #expect(ObjectSetDigest.sipHash24(0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908, message) == 0x7127_512f_72f2_7cce)
+        let hashes = (0..<5).map { Hash.of(Array("object \($0)".utf8)) }
+        let key = ObjectSetDigest.Key.random()
+        func digest(_ hashes: [Hash]) -> ObjectSetDigest {
+            var digest = ObjectSetDigest(key: key)
+            for hash in hashes { digest.insert(hash) }
+            return digest
+        }
+        var merged = digest(Array(hashes[3...]))
+        merged.merge(digest(Array(hashes[..<3].reversed())))
+        #expect(merged == digest(hashes) && merged.count == 5)
+        #expect(digest(Array(hashes.dropLast())) != digest(hashes))
+        #expect(digest(hashes + [hashes[0]]) != digest(hashes))
+        #expect(digest(Array(hashes.dropLast()) + [hashes[0]]) != digest(hashes))  // same count, other objects
+        var otherKey = ObjectSetDigest(key: .random())
+        for hash in hashes { otherKey.insert(hash) }
+        #expect(otherKey != digest(hashes))
+    }
+
+    /// Into a new store, a migration proves that the target holds what it wrote by digest, and
+    /// asks the source nothing while verifying.
+    @Test(arguments: AdapterKind.allCases)
+    func migrationIntoANewStoreVerifiesWithoutAskingTheSource(kind: AdapterKind) async throws {
+        try await withStores(.memory, kind) { stores in
+            let counting = CountingBackend(stores[0].backend)
+            let source = Store(backend: counting, configuration: .init(replica: "counted"))
+            try await fill(source, tasks: 120, commits: 3)
+            let report = try await source.migrate(to: stores[1])
+            #expect(report.verified && report.objectsChecked == report.exchange.objects + 1)
+            #expect(counting.hashesAsked == 0)
+        }
+    }
+
+    /// Objects that another writer slips into the target during a migration make the digests
+    /// differ; the verification then asks the source about every object, and fails on one the
+    /// source lacks but passes when it holds them all.
+    @Test func objectsTheCopyDidNotWriteAreAskedOfTheSource() async throws {
+        let counting = CountingBackend(MemoryBackend())
+        let source = Store(backend: counting, configuration: .init(replica: "counted"))
+        try await fill(source, tasks: 120, commits: 3)
+        let unreachable: [UInt8] = [0xA1, 4, 9, 9, 9]
+        try await counting.put([(Hash.of(unreachable), unreachable)])
+
+        let foreign: [UInt8] = [0xA1, 4, 1, 2, 3]
+        let spoiled = SlippingBackend(MemoryBackend(), slips: [(Hash.of(foreign), foreign)])
+        await #expect {
+            try await source.migrate(to: Store(backend: spoiled))
+        } throws: { ($0 as? ArborError)?.message.contains("object \(Hash.of(foreign)) is not in the source") == true }
+
+        counting.reset()
+        let joined = SlippingBackend(MemoryBackend(), slips: [(Hash.of(unreachable), unreachable)])
+        let report = try await source.migrate(to: Store(backend: joined))
+        #expect(report.verified && report.objectsChecked == report.exchange.objects + 2)
+        #expect(counting.hashesAsked == report.objectsChecked)
+    }
+
     @Test func migrateRefusesATargetWithVersionsAndLeavesIt() async throws {
         try await withStores(.memory, .memory) { stores in
             try await fill(stores[0])
@@ -579,5 +639,21 @@ final class CorruptingBackend: ForwardingBackend {
             objects[victim] = bytes
         }
         return objects
+    }
+}
+
+/// A target into which another writer slips `slips` just as a migration sets its heads.
+final class SlippingBackend: ForwardingBackend {
+    let inner: any Backend
+    let slips: [(hash: Hash, bytes: [UInt8])]
+
+    init(_ inner: any Backend, slips: [(hash: Hash, bytes: [UInt8])]) {
+        self.inner = inner
+        self.slips = slips
+    }
+
+    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        try await inner.put(slips)
+        return try await inner.compareAndSwap(ref: name, expected: expected, new: new)
     }
 }

@@ -6,6 +6,9 @@ struct MigrationCheck {
     let source: any Backend
     let target: any Backend
     let latestOnly: Bool
+    /// The digest of the objects the copy wrote into a target that held none before it, or
+    /// `nil`: then each object of the target is asked of the source.
+    var written: ObjectSetDigest? = nil
 
     /// Proves the copy `report` describes, and records the proof in it. `progress` hears of the
     /// objects checked (``TransferProgress/Phase/verifying``), the fraction done measured against
@@ -30,64 +33,103 @@ struct MigrationCheck {
         }
 
         // One pass over the target proves the copy: every object it holds matches its hash and
-        // is in the source, so it is the source's object; and every object it names is in the
-        // target, so everything the heads reach is there. What an index node says of its children
-        // (levels, counts) is then the source's own word, which `verify` checks, not the copy's.
+        // is the source's, and every object it names is in the target, so everything the heads
+        // reach is there. What an index node says of its children (levels, counts) is then the
+        // source's own word, which `verify` checks, not the copy's.
+        //
+        // An object is the source's when the source says it holds it; or, for a target that
+        // held nothing before the copy, when the target's objects (but its head set, compared
+        // above) are exactly those the copy wrote, each read from the source and checked against
+        // its hash: their digests match. Should they not (another writer's objects, say), the
+        // pass is made again asking the source.
+        var pass = try await checkTarget(askingSource: written == nil, except: targetState.ref, mayBeNew: allowedNew,
+                                         progress: progress, started: started, versions: report.exchange.versions,
+                                         expected: report.exchange.objects + 1)  // and the new head set
+        if let written, pass.digest != written {
+            pass = try await checkTarget(askingSource: true, except: targetState.ref, mayBeNew: allowedNew,
+                                         progress: progress, started: started, versions: report.exchange.versions,
+                                         expected: pass.objects)
+        }
+        report.verified = true
+        report.objectsChecked = pass.objects
+        report.bytesChecked = pass.bytes
+        report.verifySeconds = started.secondsUntilNow
+    }
+
+    /// What a pass over the target found: the objects, their bytes, and (without asking the
+    /// source) the digest of all but the head set.
+    private struct Pass {
         var objects = 0
         var bytes = 0
-        let mayBeNew = allowedNew
+        var digest: ObjectSetDigest?
+    }
+
+    /// Goes once over the target's objects, checking each against its hash, what each names
+    /// against the target, and (`askingSource`) each but those of `mayBeNew` against the source;
+    /// without asking, it adds up the digest of all but `except`. `progress` hears of the
+    /// objects checked, the fraction measured against `expected`.
+    private func checkTarget(
+        askingSource: Bool, except: Hash?, mayBeNew: Set<Hash>, progress: TransferProgressHandler?,
+        started: ContinuousClock.Instant, versions: Int, expected: Int
+    ) async throws -> Pass {
+        var pass = Pass(digest: askingSource ? nil : written.map { ObjectSetDigest(key: $0.key) })
         var links = LinkCheck(target: target)
-        let expected = report.exchange.objects + 1  // and the new head set
-        let versions = report.exchange.versions
         var lastReport = ContinuousClock.now
         func reportProgress(force: Bool) {
             guard let progress, force || lastReport.duration(to: .now) >= .milliseconds(100) else { return }
             lastReport = .now
-            progress(TransferProgress(versionsDone: versions, versionsTotal: versions, objects: objects, bytes: bytes,
-                                      seconds: started.secondsUntilNow, fractionDone: min(1, Double(objects) / Double(expected)), phase: .verifying))
+            progress(TransferProgress(versionsDone: versions, versionsTotal: versions, objects: pass.objects, bytes: pass.bytes,
+                                      seconds: started.secondsUntilNow, fractionDone: min(1, Double(pass.objects) / Double(max(expected, 1))),
+                                      phase: .verifying))
         }
         func account(_ checked: CheckedBatch) async throws {
-            objects += checked.hashes.count
-            bytes += checked.bytes
+            pass.objects += checked.hashes.count
+            pass.bytes += checked.bytes
+            if let digest = checked.digest { pass.digest?.merge(digest) }
             try await links.add(checked.hashes, naming: checked.named)
             reportProgress(force: false)
         }
         // Each batch is checked by a task of its own while the target reads the next batch, and
         // the source answers for it while its bytes are hashed and parsed: on two engines (often
         // two processes) and the hashing, the work overlaps.
+        let digestKey = pass.digest?.key
         var inFlight: Task<CheckedBatch, any Error>?
         defer { inFlight?.cancel() }
         try await target.enumerateObjects(batchSize: Transfer.requestSize) { batch in
             let previous = inFlight
-            inFlight = Task { [self] in try await check(batch, mayBeNew: mayBeNew) }
+            inFlight = Task { [self] in
+                try await check(batch, askingSource: askingSource, mayBeNew: mayBeNew, digestKey: digestKey, except: except)
+            }
             if let previous { try await account(try await previous.value) }
         }
         if let last = inFlight { try await account(try await last.value) }
         try await links.resolve()
         reportProgress(force: true)
-        report.verified = true
-        report.objectsChecked = objects
-        report.bytesChecked = bytes
-        report.verifySeconds = started.secondsUntilNow
+        return pass
     }
 
     /// A batch of the target's objects, checked: their hashes, what they name outside the batch,
-    /// and their bytes.
+    /// their bytes, and their digest when one was asked for.
     private struct CheckedBatch {
         var hashes: [Hash]
         var named: Set<Hash>
         var bytes: Int
+        var digest: ObjectSetDigest?
     }
 
-    /// Checks a batch of the target's objects: each matches its hash, parses, and is in the
-    /// source (but for those of `mayBeNew`).
-    private func check(_ batch: [(hash: Hash, bytes: [UInt8])], mayBeNew: Set<Hash>) async throws -> CheckedBatch {
+    /// Checks a batch of the target's objects: each matches its hash, parses, and (`askingSource`)
+    /// is in the source, but for those of `mayBeNew`. With `digestKey`, the digest of all but
+    /// `except` comes back.
+    private func check(
+        _ batch: [(hash: Hash, bytes: [UInt8])], askingSource: Bool, mayBeNew: Set<Hash>, digestKey: ObjectSetDigest.Key?, except: Hash?
+    ) async throws -> CheckedBatch {
         let hashes = batch.map(\.hash)
-        let asked = hashes.filter { !mayBeNew.contains($0) }
-        async let inSource = source.contains(asked)
+        let asked = askingSource ? hashes.filter { !mayBeNew.contains($0) } : []
+        async let inSource = asked.isEmpty ? [] : source.contains(asked)
         let inBatch = Set(hashes)
         var named = Set<Hash>()
         var bytes = 0
+        var digest = digestKey.map { ObjectSetDigest(key: $0) }
         for (hash, object) in batch {
             guard Hash.of(object) == hash else { throw failure("object \(hash) does not match its hash") }
             let links: ObjectLinks
@@ -98,12 +140,13 @@ struct MigrationCheck {
             }
             for link in links.all where !inBatch.contains(link) { named.insert(link) }
             bytes += object.count
+            if hash != except { digest?.insert(hash) }
         }
         let found = try await inSource
         if let foreign = asked.first(where: { !found.contains($0) }) {
             throw failure("object \(foreign) is not in the source")
         }
-        return CheckedBatch(hashes: hashes, named: named, bytes: bytes)
+        return CheckedBatch(hashes: hashes, named: named, bytes: bytes, digest: digest)
     }
 
     private func versions(_ ids: [Hash], in backend: any Backend) async throws -> [Version] {

@@ -18,6 +18,9 @@ final class OrderedObjectWriter {
 
     /// The objects that have landed, when a transfer wants to know (``LandedObjects``).
     var landed: LandedObjects?
+    /// The digest of every object sent to the backend, when a transfer wants it (a migration
+    /// proves with it that a new store holds exactly what it wrote).
+    var written: ObjectSetDigest?
 
     private(set) var objectsWritten = 0
     private(set) var bytesWritten = 0
@@ -48,6 +51,7 @@ final class OrderedObjectWriter {
         let batch = pending
         let backend = backend
         inFlightHashes = batch.map(\.hash)
+        if written != nil { for hash in inFlightHashes { written?.insert(hash) } }
         objectsWritten += batch.count
         bytesWritten += pendingBytes
         pending = []
