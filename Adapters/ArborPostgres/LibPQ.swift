@@ -204,6 +204,17 @@ final class PGResult {
         bytes(row, column).map { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// A binary `int8` value, or `nil` for NULL or another length.
+    func int64(_ row: Int, _ column: Int) -> Int64? {
+        guard let bytes = bytes(row, column), bytes.count == 8 else { return nil }
+        return bytes.reduce(0) { $0 << 8 | Int64($1) }
+    }
+
+    /// A binary `boolean` value, or `nil` for NULL.
+    func bool(_ row: Int, _ column: Int) -> Bool? {
+        bytes(row, column).flatMap { $0.count == 1 ? $0[0] != 0 : nil }
+    }
+
     /// A 32-byte `bytea` value as a hash.
     func hash(_ row: Int, _ column: Int) -> Hash? {
         guard !isNull(row, column), PQgetlength(pointer, Int32(row), Int32(column)) == Hash.byteCount,

@@ -229,6 +229,40 @@ public final class PostgresBackend: Backend {
         guard scansPageRanges else {
             return try await scanObjects(Statements.pageObjects, batchSize: batchSize, hashOf: \.hash, body) { rows in rows.objects() }
         }
+        try await scanPageRanges(Statements.pageRange, batchSize: batchSize, body) { rows in rows.objects() }
+    }
+
+    /// Every object's hash and size, each checked by the server (`sha256(bytes) = hash`), a
+    /// range of the objects table's pages per statement as for
+    /// ``enumerateObjects(batchSize:_:)``: only 41 bytes of each object travel. `false` from
+    /// servers older than 14, which read the objects instead.
+    ///
+    /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
+    public func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool {
+        guard scansPageRanges else { return false }
+        let engine = engineName
+        try await scanPageRanges(Statements.pageRangeChecked, batchSize: batchSize, body) { rows in
+            try (0..<rows.rowCount).map { row in
+                guard let hash = rows.hash(row, 0) else {
+                    throw ArborError(.corruptObject, "an object's key is not a 32-byte hash", backend: engine, operation: "enumerate")
+                }
+                guard rows.bool(row, 2) == true else {
+                    throw ArborError(.corruptObject, "object \(hash) does not match its hash", backend: engine, operation: "enumerate")
+                }
+                return (hash, Int(rows.int64(row, 1) ?? 0))
+            }
+        }
+        return true
+    }
+
+    /// Runs `statement` (the rows on pages [$1, $2) of the objects table) over the whole table,
+    /// a range of pages at a time, sized to give about `batchSize` rows; `rows` reads a range's
+    /// results, which go to `body` in batches of at most `batchSize`. A rewrite of the table
+    /// meanwhile is thrown (``ArborError/Code/engine``).
+    private func scanPageRanges<Row: Sendable>(
+        _ statement: PreparedStatement, batchSize: Int, _ body: ([Row]) async throws -> Void,
+        rows: @escaping @Sendable (PGResult) throws -> [Row]
+    ) async throws {
         try checkOpen("enumerate")
         let limit = max(batchSize, 1)
         let start = try await pool.withConnection("enumerate") { try Self.objectsTableExtent($0) }
@@ -239,16 +273,16 @@ public final class PostgresBackend: Backend {
         var rowsSeen = 0
         while page < end {
             let range = (from: page, to: page + span)
-            let (objects, extent) = try await pool.withConnection("enumerate") { connection in
-                let rows = try connection.execute(Statements.pageRange, [.int64(range.from), .int64(range.to)], operation: "enumerate")
-                return (rows.objects(), try Self.objectsTableExtent(connection))
+            let (found, extent) = try await pool.withConnection("enumerate") { connection in
+                let result = try connection.execute(statement, [.int64(range.from), .int64(range.to)], operation: "enumerate")
+                return (try rows(result), try Self.objectsTableExtent(connection))
             }
             guard extent.file == start.file else {
                 throw ArborError(.engine, "the objects table was rewritten (VACUUM FULL, CLUSTER or TRUNCATE) during the enumeration of \(configuration.redactedURL); run it again",
                                  backend: engineName, operation: "enumerate")
             }
-            for first in stride(from: 0, to: objects.count, by: limit) { try await body(Array(objects[first..<min(first + limit, objects.count)])) }
-            rowsSeen += objects.count
+            for first in stride(from: 0, to: found.count, by: limit) { try await body(Array(found[first..<min(first + limit, found.count)])) }
+            rowsSeen += found.count
             page = range.to
             end = extent.pages  // rows added meanwhile at the end are read too
             span = max(1, min(1 << 16, rowsSeen == 0 ? span * 2 : Int64(limit) * page / Int64(rowsSeen)))
@@ -384,6 +418,11 @@ enum Statements {
     static let pageRange = PreparedStatement(
         name: "arbor_page_range",
         sql: "SELECT hash, bytes FROM arbor_objects WHERE ctid >= ('(' || $1 || ',0)')::tid AND ctid < ('(' || $2 || ',0)')::tid",
+        types: [PGType.int8, PGType.int8])
+    /// Each object's hash and size on pages [$1, $2), and whether its bytes hash to it.
+    static let pageRangeChecked = PreparedStatement(
+        name: "arbor_page_range_checked",
+        sql: "SELECT hash, octet_length(bytes)::int8, sha256(bytes) = hash FROM arbor_objects WHERE ctid >= ('(' || $1 || ',0)')::tid AND ctid < ('(' || $2 || ',0)')::tid",
         types: [PGType.int8, PGType.int8])
     static let pageObjects = PreparedStatement(
         name: "arbor_page_objects", sql: "SELECT hash, bytes FROM arbor_objects WHERE hash > $1 ORDER BY hash LIMIT $2", types: [PGType.bytea, PGType.int8])

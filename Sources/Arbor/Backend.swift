@@ -48,6 +48,18 @@ public protocol Backend: Sendable {
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws
 
+    /// Every object's hash and size in bytes, in batches of at most `batchSize`, in no
+    /// particular order, each object checked against its hash by the engine itself, where it is
+    /// kept, without sending its bytes; throws ``ArborError/Code/corruptObject`` naming an object
+    /// whose bytes are not the SHA-256 of its hash. Returns `false`, having called nothing, when
+    /// the engine cannot compute SHA-256 (the default); then the caller reads the objects.
+    ///
+    /// A migration's verification into a server (PostgreSQL's `sha256()`) uses it: the bytes
+    /// need not travel back to be hashed.
+    ///
+    /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
+    func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool
+
     /// Removes objects (for garbage collection only). Unknown hashes are ignored.
     func delete(_ hashes: [Hash]) async throws
 
@@ -94,6 +106,11 @@ extension Backend {
     /// Returns `get(hashes)`: no ancestors.
     public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
         try await get(hashes)
+    }
+
+    /// Returns `false`: the engine cannot hash.
+    public func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool {
+        false
     }
 
     /// Each batch of ``enumerateHashes(batchSize:_:)``, read with ``get(_:)``; an object deleted

@@ -6,8 +6,10 @@
 ///
 /// ``Backend/ancestry(of:limit:)`` and ``Backend/enumerateObjects(batchSize:_:)`` are not
 /// forwarded: they go through the conforming type's ``Backend/get(_:)`` (and
-/// `enumerateHashes`), so a type that changes `get` sees every read. Forward them explicitly to
-/// keep the inner backend's many-generations-per-request walks and engine-order scans.
+/// `enumerateHashes`), so a type that changes `get` sees every read; nor is
+/// ``Backend/enumerateHashesCheckedByEngine(batchSize:_:)``, which reads no bytes at all. Forward
+/// them explicitly to keep the inner backend's many-generations-per-request walks, engine-order
+/// scans and hash checks.
 ///
 /// ```swift
 /// final class CountingReads: ForwardingBackend {

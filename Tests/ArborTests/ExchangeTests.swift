@@ -287,6 +287,46 @@ import Testing
         }
     }
 
+    /// Verifying from what the copy recorded still reads every object of the target (where the
+    /// engine hashes, the engine checks it): one with a byte changed fails, naming it.
+    @Test(arguments: AdapterKind.allCases)
+    func verificationFromTheCopysRecordCatchesADamagedObject(kind: AdapterKind) async throws {
+        try await withStores(.memory, kind) { stores in
+            let (source, target) = (stores[0], stores[1])
+            try await fill(source, tasks: 120, commits: 3)
+            var report = try await source.migrate(to: target)
+            // The record the copy kept: every object but the head set, with what they name.
+            let ref = try await headsRef(target)
+            let written = try await allObjects(target.backend).filter { $0.key != ref }.map { (hash: $0.key, bytes: $0.value) }
+            var record = CopyRecord(key: .random(), target: target.backend)
+            try await record.add(written.map(\.hash), naming: CopyRecord.names(of: written))
+            let check = MigrationCheck(source: source.backend, target: target.backend, latestOnly: false, record: record)
+            try await check.run(&report)
+            #expect(report.objectsChecked == written.count + 1)
+
+            let victim = try #require(written.first { $0.bytes.count > 100 })
+            var damaged = victim.bytes
+            damaged[damaged.count / 2] ^= 0x20
+            try await target.backend.delete([victim.hash])
+            try await target.backend.put([(victim.hash, damaged)])
+            await #expect { try await check.run(&report) } throws: { error in
+                // (The JSON adapter checks what it reads itself, and names the object's file.)
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains(victim.hash.description) && "\(error)".contains("does not match its hash")
+            }
+        }
+    }
+
+    /// A target that loses an object it was given no longer has the digest of what the copy
+    /// wrote, and the whole check that follows finds the name that does not resolve.
+    @Test func aTargetThatLosesAnObjectFailsTheVerification() async throws {
+        let source = Store(backend: MemoryBackend())
+        try await fill(source, tasks: 120, commits: 3)
+        let lossy = LosingBackend(MemoryBackend(), losing: 10)
+        await #expect { try await source.migrate(to: Store(backend: lossy)) } throws: { error in
+            (error as? ArborError)?.code == .missingObject && lossy.lost.map { "\(error)".contains($0.description) } == true
+        }
+    }
+
     /// Objects that another writer slips into the target during a migration make the digests
     /// differ; the verification then asks the source about every object, and fails on one the
     /// source lacks but passes when it holds them all.
@@ -655,5 +695,31 @@ final class SlippingBackend: ForwardingBackend {
     func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
         try await inner.put(slips)
         return try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+    }
+}
+
+/// A target that silently drops the `losing`-th object it is given.
+final class LosingBackend: ForwardingBackend {
+    let inner: any Backend
+    private let state: Mutex<(remaining: Int, lost: Hash?)>
+
+    init(_ inner: any Backend, losing index: Int) {
+        self.inner = inner
+        state = Mutex((index, nil))
+    }
+
+    /// The object dropped, once it has been.
+    var lost: Hash? { state.withLock { $0.lost } }
+
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        let kept = state.withLock { state in
+            objects.filter { object in
+                state.remaining -= 1
+                guard state.remaining == 0 else { return true }
+                state.lost = object.hash
+                return false
+            }
+        }
+        try await inner.put(kept)
     }
 }

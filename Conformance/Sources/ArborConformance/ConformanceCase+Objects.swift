@@ -1,8 +1,16 @@
 import Arbor
 
 extension ConformanceCase {
-    /// The object half of the contract: batches, idempotence, sizes, unknown hashes,
-    /// enumeration and deletion.
+    /// Checks that an enumeration, which saw each hash `seen` times, saw exactly the objects
+    /// `expected`, once each, and that `right` (nothing `wrong`).
+    static func expectEachOnce(_ seen: [Hash: Int], of expected: Set<Hash>, wrong: String, _ what: String, _ right: Bool) throws {
+        let repeated = seen.values.filter { $0 > 1 }.count
+        let missing = expected.filter { seen[$0] == nil }.count
+        let extra = seen.keys.filter { !expected.contains($0) }.count
+        try expect(repeated == 0 && missing == 0 && extra == 0 && right, what,
+                   expected: "\(expected.count) objects", actual: "\(missing) missing, \(extra) never put, \(repeated) repeated, \(wrong)")
+    }
+
     /// Puts `objects` in batches of 500, as the step `name`.
     static func putInBatches(_ objects: [(hash: Hash, bytes: [UInt8])], _ name: String, _ context: ConformanceContext) async throws {
         try await context.step(name) {
@@ -12,6 +20,8 @@ extension ConformanceCase {
         }
     }
 
+    /// The object half of the contract: batches, idempotence, sizes, unknown hashes,
+    /// enumeration and deletion.
     static let objectCases: [ConformanceCase] = [
         ConformanceCase(.contract, "put-get-batches", "put, get and contains take batches of 0, 1 and 10,000 objects") { context in
             let backend = context.backend
@@ -173,15 +183,47 @@ extension ConformanceCase {
                         try expectEqual(held.count, Set(batch.map(\.hash)).count, "contains during an enumeration finds the batch")
                     }
                     try expect(largest <= batchSize, "enumerating objects with batchSize \(batchSize)", expected: "batches of at most \(batchSize)", actual: "a batch of \(largest)")
-                    let repeated = seen.values.filter { $0 > 1 }.count
-                    let missing = expected.keys.filter { seen[$0] == nil }.count
-                    let extra = seen.keys.filter { expected[$0] == nil }.count
-                    try expect(repeated == 0 && missing == 0 && extra == 0 && wrongBytes == 0,
-                               "enumerating objects with batchSize \(batchSize) yields each object put once, byte for byte",
-                               expected: "\(expected.count) objects",
-                               actual: "\(missing) missing, \(extra) never put, \(repeated) repeated, \(wrongBytes) with other bytes")
+                    try expectEachOnce(seen, of: Set(expected.keys), wrong: "\(wrongBytes) with other bytes",
+                                       "enumerating objects with batchSize \(batchSize) yields each object put once, byte for byte", wrongBytes == 0)
                 }
             }
+        },
+
+        ConformanceCase(.contract, "enumerate-checked-hashes", "an engine that checks hashes itself (enumerateHashesCheckedByEngine) returns each object put once with its size, and reports a corrupted object as ArborError(corruptObject) naming it; one that cannot says so without calling the body") { context in
+            let backend = context.backend
+            let sizes = [0, 1, 32, 4096, 65_537, 1 << 20] + (0..<600).map { 20 + $0 % 300 }
+            let objects = sizes.enumerated().map { TestObjects.object($0.offset, size: $0.element, seed: 17) }
+            let expected = Dictionary(objects.map { ($0.hash, $0.bytes.count) }, uniquingKeysWith: { first, _ in first })
+            try await putInBatches(objects, "putting \(objects.count) objects of 0 bytes to 1 MB in batches of 500", context)
+            for batchSize in [1_000, 7] {
+                let checked = try await context.step("enumerating hashes checked by the engine in batches of \(batchSize)") {
+                    var seen = [Hash: Int]()
+                    var largest = 0
+                    var wrongSizes = 0
+                    let checked = try await backend.enumerateHashesCheckedByEngine(batchSize: batchSize) { batch in
+                        largest = max(largest, batch.count)
+                        for (hash, size) in batch {
+                            seen[hash, default: 0] += 1
+                            if expected[hash] != size { wrongSizes += 1 }
+                        }
+                    }
+                    guard checked else {
+                        try expect(seen.isEmpty, "an engine that cannot check hashes", expected: "no call of the body", actual: "\(seen.count) hashes")
+                        return false
+                    }
+                    try expect(largest <= batchSize, "checked hashes with batchSize \(batchSize)", expected: "batches of at most \(batchSize)", actual: "a batch of \(largest)")
+                    try expectEachOnce(seen, of: Set(expected.keys), wrong: "\(wrongSizes) with other sizes",
+                                       "checked hashes with batchSize \(batchSize) yield each object put once, with its size", wrongSizes == 0)
+                    return true
+                }
+                guard checked else { return }
+            }
+            let victim = objects[3]
+            guard try await context.corrupt(victim.hash, with: Array(victim.bytes.reversed())) else { return }  // refused on write: detected
+            let error = try await expectError(.corruptObject, "enumerating hashes checked by the engine over a corrupted object") {
+                _ = try await backend.enumerateHashesCheckedByEngine(batchSize: 1_000) { _ in }
+            }
+            try expect(error.description.contains(victim.hash.hex), "the corrupt-object error", expected: "names the object \(victim.hash.hex)", actual: error.description)
         },
 
         ConformanceCase(.contract, "in-place-reads", "an adapter that lends objects in place (InPlaceReading) lends exactly the bytes get returns, of 0 bytes to 1 MB, and nil for an object it lacks or deleted") { context in

@@ -13,14 +13,15 @@ final class OrderedObjectWriter {
     private var pendingBytes = 0
     /// Objects added but not yet known to be stored: the pending batch and the one in flight.
     private var queued = Set<Hash>()
-    private var inFlight: Task<Double, any Error>?
+    /// The batch being written: its seconds, and what its objects name outside it when recorded.
+    private var inFlight: Task<(seconds: Double, named: Set<Hash>), any Error>?
     private var inFlightHashes: [Hash] = []
 
     /// The objects that have landed, when a transfer wants to know (``LandedObjects``).
     var landed: LandedObjects?
-    /// The digest of every object sent to the backend, when a transfer wants it (a migration
-    /// proves with it that a new store holds exactly what it wrote).
-    var written: ObjectSetDigest?
+    /// What a migration into a new store records of the objects that land, to prove the copy
+    /// afterwards (``CopyRecord``).
+    var record: CopyRecord?
 
     private(set) var objectsWritten = 0
     private(set) var bytesWritten = 0
@@ -51,15 +52,18 @@ final class OrderedObjectWriter {
         let batch = pending
         let backend = backend
         inFlightHashes = batch.map(\.hash)
-        if written != nil { for hash in inFlightHashes { written?.insert(hash) } }
         objectsWritten += batch.count
         bytesWritten += pendingBytes
         pending = []
         pendingBytes = 0
+        let recording = record != nil
         inFlight = Task {
+            // Parsed while the backend stores the batch.
+            async let named = recording ? CopyRecord.names(of: batch) : []
             let started = ContinuousClock.now
             try await backend.put(batch)
-            return started.secondsUntilNow
+            let seconds = started.secondsUntilNow
+            return (seconds, try await named)
         }
     }
 
@@ -78,8 +82,10 @@ final class OrderedObjectWriter {
     private func awaitInFlight() async throws {
         guard let task = inFlight else { return }
         inFlight = nil
-        writeSeconds += try await task.value
+        let (seconds, named) = try await task.value
+        writeSeconds += seconds
         if landed != nil { for hash in inFlightHashes { landed?.insert(hash) } }
+        try await record?.add(inFlightHashes, naming: named)
         queued.subtract(inFlightHashes)
         inFlightHashes = []
     }

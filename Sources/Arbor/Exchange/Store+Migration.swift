@@ -16,9 +16,12 @@ extension Store {
     /// match its hash and (but for the new commits) be in the source, and every object an object
     /// of the target names must be in the target, so everything the heads reach is there. Failures
     /// throw ``ArborError/Code/corruptObject``, or ``ArborError/Code/missingObject`` for an
-    /// object named but absent. Into a target that held no objects, the source is not asked about
-    /// each: the target must hold exactly the objects the copy wrote (each read from the source
-    /// and checked against its hash), which their digests show; only when they differ is it asked.
+    /// object named but absent. Into a target that held no objects, the copy records what it
+    /// writes (a digest of the objects, and what they name), and the verification checks that the
+    /// target's objects match their hashes and have that digest, without asking the source or
+    /// parsing them again (an engine that hashes, PostgreSQL, checks them where they are:
+    /// ``Backend/enumerateHashesCheckedByEngine(batchSize:_:)``); only when the digests differ is
+    /// the target read and checked whole.
     ///
     /// - Complexity: O(*N*) objects read and written for the *N* objects the history needs
     ///   (with `latestOnly`, the objects of the heads' indexes); to verify, one pass over the
@@ -38,9 +41,9 @@ extension Store {
         let transfer = Transfer(from: backend, to: target.backend, progress: progress)
         // A new store (rather than an interrupted migration to resume) needs no questions.
         transfer.targetStartedEmpty = try await target.backend.holdsNoObjects()
-        // Then what it holds afterwards should be exactly what the copy wrote, which the
-        // verification finds out from a digest instead of asking the source about each object.
-        if verify && transfer.targetStartedEmpty { transfer.writer.written = ObjectSetDigest(key: .random()) }
+        // Then what it holds afterwards should be exactly what the copy wrote: the copy records
+        // what that is, and the verification need not ask the source about each object.
+        if verify && transfer.targetStartedEmpty { transfer.writer.record = CopyRecord(key: .random(), target: target.backend) }
         var report = MigrationReport(latestOnly: latestOnly)
         if latestOnly {
             report.exchange = try await transfer.copyLatest()
@@ -50,7 +53,7 @@ extension Store {
         report.heads = report.exchange.heads
         report.copySeconds = report.exchange.seconds
         if verify {
-            let check = MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly, written: transfer.writer.written)
+            let check = MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly, record: transfer.writer.record)
             try await check.run(&report, progress: progress)
         }
         return report
