@@ -53,6 +53,7 @@ struct MigrationCheck {
             if hashed.digest == record.digest { pass = hashed }
         }
         if pass == nil {
+            // (Its progress starts again from nothing.)
             pass = try await checkTarget(mayBeNew: allowedNew, meter: meter)
         }
         report.verified = true
@@ -104,7 +105,7 @@ struct MigrationCheck {
             meter.report(pass, force: false)
         }
         if !checkedByEngine {
-            try await overlapping(target: target) { batch in
+            try await overlapping { batch in
                 var checked = Pass(objects: batch.count, digest: ObjectSetDigest(key: key))
                 for (hash, object) in batch {
                     guard Hash.of(object) == hash else { throw failure("object \(hash) does not match its hash") }
@@ -130,7 +131,7 @@ struct MigrationCheck {
         var links = LinkCheck(target: target)
         // The source answers for a batch while its bytes are hashed and parsed, and the target
         // reads the next: on two engines (often two processes) and the hashing, the work overlaps.
-        try await overlapping(target: target) { batch in
+        try await overlapping { batch in
             try await check(batch, mayBeNew: mayBeNew)
         } account: { checked in
             pass.objects += checked.hashes.count
@@ -143,10 +144,10 @@ struct MigrationCheck {
         return pass
     }
 
-    /// Enumerates `target`'s objects, each batch checked by `check` in a task of its own while
+    /// Enumerates the target's objects, each batch checked by `check` in a task of its own while
     /// the next batch is read; `account` takes the results in order.
     private func overlapping<Checked: Sendable>(
-        target: any Backend, check: @escaping @Sendable ([(hash: Hash, bytes: [UInt8])]) async throws -> Checked,
+        check: @escaping @Sendable ([(hash: Hash, bytes: [UInt8])]) async throws -> Checked,
         account: (Checked) async throws -> Void
     ) async throws {
         var inFlight: Task<Checked, any Error>?
