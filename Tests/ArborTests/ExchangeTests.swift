@@ -275,13 +275,13 @@ import Testing
 
     /// Into a new store, a migration proves that the target holds what it wrote by digest, and
     /// asks the source nothing while verifying.
-    @Test(arguments: AdapterKind.allCases)
-    func migrationIntoANewStoreVerifiesWithoutAskingTheSource(kind: AdapterKind) async throws {
+    @Test(arguments: AdapterKind.allCases, [false, true])
+    func migrationIntoANewStoreVerifiesWithoutAskingTheSource(kind: AdapterKind, latestOnly: Bool) async throws {
         try await withStores(.memory, kind) { stores in
             let counting = CountingBackend(stores[0].backend)
             let source = Store(backend: counting, configuration: .init(replica: "counted"))
             try await fill(source, tasks: 120, commits: 3)
-            let report = try await source.migrate(to: stores[1])
+            let report = try await source.migrate(to: stores[1], latestOnly: latestOnly)
             #expect(report.verified && report.objectsChecked == report.exchange.objects + 1)
             #expect(counting.hashesAsked == 0)
         }
