@@ -204,15 +204,21 @@ final class PGResult {
         bytes(row, column).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// A binary `int8` value, or `nil` for NULL or another length.
+    /// A binary `int8` value, or `nil` for NULL or another length; read in place.
     func int64(_ row: Int, _ column: Int) -> Int64? {
-        guard let bytes = bytes(row, column), bytes.count == 8 else { return nil }
-        return bytes.reduce(0) { $0 << 8 | Int64($1) }
+        guard let value = fixedSize(row, column, 8) else { return nil }
+        return Int64(bigEndian: UnsafeRawPointer(value).loadUnaligned(as: Int64.self))
     }
 
-    /// A binary `boolean` value, or `nil` for NULL.
+    /// A binary `boolean` value, or `nil` for NULL or another length; read in place.
     func bool(_ row: Int, _ column: Int) -> Bool? {
-        bytes(row, column).flatMap { $0.count == 1 ? $0[0] != 0 : nil }
+        fixedSize(row, column, 1).map { UnsafeRawPointer($0).load(as: UInt8.self) != 0 }
+    }
+
+    /// A value of exactly `length` bytes in the result's memory, or `nil`.
+    private func fixedSize(_ row: Int, _ column: Int, _ length: Int) -> UnsafeMutablePointer<CChar>? {
+        guard !isNull(row, column), PQgetlength(pointer, Int32(row), Int32(column)) == length else { return nil }
+        return PQgetvalue(pointer, Int32(row), Int32(column))
     }
 
     /// A 32-byte `bytea` value as a hash.

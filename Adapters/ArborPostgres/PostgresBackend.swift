@@ -244,14 +244,13 @@ public final class PostgresBackend: Backend {
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool {
         guard scansPageRanges else { return false }
-        let engine = engineName
         try await scanPageRanges(Statements.pageRangeChecked, batchSize: batchSize, body) { rows in
             try (0..<rows.rowCount).map { row in
                 guard let hash = rows.hash(row, 0) else {
-                    throw ArborError(.corruptObject, "an object's key is not a 32-byte hash", backend: engine, operation: "enumerate")
+                    throw ArborError(.corruptObject, "an object's key is not a 32-byte hash", backend: Self.engine, operation: "enumerate")
                 }
                 guard rows.bool(row, 2) == true else {
-                    throw ArborError(.corruptObject, "object \(hash) does not match its hash", backend: engine, operation: "enumerate")
+                    throw ArborError(.corruptObject, "object \(hash) does not match its hash", backend: Self.engine, operation: "enumerate")
                 }
                 return (hash, Int(rows.int64(row, 1) ?? 0))
             }

@@ -10,7 +10,7 @@
 /// wrote (each read from the source and checked against its hash) without asking the source
 /// about every one of them.
 ///
-/// - Complexity: O(1) memory; O(1) to add a hash or merge two digests.
+/// - Complexity: O(1) memory; O(1) to add a hash.
 struct ObjectSetDigest: Equatable, Sendable {
     /// The two 128-bit SipHash keys.
     struct Key: Equatable, Sendable {
@@ -37,14 +37,6 @@ struct ObjectSetDigest: Equatable, Sendable {
         let words = (hash.w0.byteSwapped, hash.w1.byteSwapped, hash.w2.byteSwapped, hash.w3.byteSwapped)
         first &+= Self.sipHash24(key.k0, key.k1, words)
         second &+= Self.sipHash24(key.k2, key.k3, words)
-    }
-
-    /// Adds the hashes `other` was made of (under the same key).
-    mutating func merge(_ other: ObjectSetDigest) {
-        precondition(other.key == key, "digests under different keys do not add up")
-        count += other.count
-        first &+= other.first
-        second &+= other.second
     }
 
     /// SipHash-2-4 (Aumasson and Bernstein) of a 32-byte message given as four little-endian words.
