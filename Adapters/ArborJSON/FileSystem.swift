@@ -88,6 +88,9 @@ enum FileSystem {
         }
     }
 
+    /// Removes the folder `path` if it is empty; otherwise, or if it is gone, does nothing.
+    static func removeEmptyDirectory(_ path: String) { rmdir(path) }
+
     /// Flushes a directory's entries (new and renamed files) to disk.
     static func syncDirectory(_ path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)

@@ -60,15 +60,34 @@ public final class JSONBackend: Backend {
             guard FileSystem.isDirectory(path), try FileSystem.list(path).isEmpty else {
                 throw ArborError(.alreadyExists, "\(path) exists and is not an empty folder", backend: "json", operation: "create")
             }
+            try makeLayout(in: path, madeFolder: false, configuration)
         } else {
             try FileSystem.makeDirectory(path)
+            try makeLayout(in: path, madeFolder: true, configuration)
         }
-        for folder in ["objects", "refs", "tmp"] { try FileSystem.makeDirectory(path + "/" + folder) }
-        let marker = JSONValue.object([("format", .string(formatName)), ("version", .number(String(formatVersion)))])
-        // The marker goes last: a folder without it is not yet a store.
-        try FileSystem.writeAtomically(marker.serializedBytes(pretty: true), to: path + "/" + markerName, via: path + "/tmp/" + markerName, sync: configuration.synchronous)
-        if configuration.synchronous { try FileSystem.syncDirectory(path) }
         return try JSONBackend(configuration: configuration)
+    }
+
+    /// Makes the store's folders and, last, its marker in the empty folder `path`. On failure
+    /// (a full disk, say) it removes what it made, so that running `init` again works: a
+    /// folder that is not yet a store would otherwise refuse to become one.
+    private static func makeLayout(in path: String, madeFolder: Bool, _ configuration: Configuration) throws {
+        let folders = ["objects", "refs", "tmp"].map { path + "/" + $0 }
+        do {
+            for folder in folders { try FileSystem.makeDirectory(folder) }
+            let marker = JSONValue.object([("format", .string(formatName)), ("version", .number(String(formatVersion)))])
+            // The marker goes last: a folder without it is not yet a store.
+            try FileSystem.writeAtomically(marker.serializedBytes(pretty: true), to: path + "/" + markerName, via: path + "/tmp/" + markerName, sync: configuration.synchronous)
+            if configuration.synchronous { try FileSystem.syncDirectory(path) }
+        } catch {
+            // A racing creator whose marker landed owns the folders now. Otherwise only empty
+            // folders go (rmdir), so nothing anyone else wrote there is lost.
+            if !FileSystem.exists(path + "/" + markerName) {
+                for folder in folders { FileSystem.removeEmptyDirectory(folder) }
+                if madeFolder { FileSystem.removeEmptyDirectory(path) }
+            }
+            throw error
+        }
     }
 
     /// Opens an existing store. Throws ``ArborError/Code/notFound`` if there is none and

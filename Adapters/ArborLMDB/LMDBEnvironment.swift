@@ -29,10 +29,22 @@ struct LMDBFailure: Error {
             case MDB_CORRUPTED, MDB_PAGE_NOTFOUND: .corruptObject
             case ENOENT, ENOTDIR: .notFound
             case EACCES, EPERM, EROFS: .permissionDenied
-            case EIO, ENOSPC, MDB_MAP_FULL: .io
+            case EIO, ENOSPC, EDQUOT, MDB_MAP_FULL: .io
             default: .engine
             }
-        return ArborError(kind, "\(call) on \(path) failed: \(message) (code \(code))", backend: "lmdb")
+        return ArborError(kind, "\(call) on \(path) failed: \(message) (code \(code))\(diskFullHint(path: path))", backend: "lmdb")
+    }
+
+    /// LMDB reports a short write, which is how a full disk shows, as `EIO`: say so when the
+    /// disk holding `path` has no room left, so the message names the cause.
+    private func diskFullHint(path: String) -> String {
+        guard code == EIO || code == ENOSPC || code == EDQUOT else { return "" }
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return "" }
+        let free = UInt64(info.f_bavail) * UInt64(info.f_frsize)
+        // Less than a megabyte: nothing a batch could still be written into.
+        guard code != EIO || free < 1 << 20 else { return "" }
+        return "; the disk is full (\(free) bytes free): free some space and run it again"
     }
 }
 
@@ -187,6 +199,7 @@ final class LMDBEnvironment: @unchecked Sendable {
             try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(handle, 8))
             try check("mdb_env_set_mapsize", mdb_env_set_mapsize(handle, roundedToPages(mapSize)))
             let flags = UInt32(MDB_NOTLS) | (synchronous ? 0 : UInt32(MDB_NOSYNC))
+            try reserveLockFile(in: path)
             try check("mdb_env_open", mdb_env_open(handle, path, flags, 0o600))
             // Free the reader slots of processes that died inside a read transaction.
             var dead: Int32 = 0
@@ -224,6 +237,33 @@ final class LMDBEnvironment: @unchecked Sendable {
             }
         }
         return environment
+    }
+
+    /// Bytes of the lock file given disk blocks before LMDB maps it: its default lock file (126
+    /// readers) is 8 KB; 32 KB covers about 500.
+    private static let lockFileReserve = 32 << 10
+
+    /// Gives the lock file's first ``lockFileReserve`` bytes their disk blocks, creating the
+    /// file if need be, before `mdb_env_open`.
+    ///
+    /// LMDB sizes its lock file with `ftruncate` (a sparse file) and writes to it through a
+    /// shared memory map. On a full disk, the first write to a page with no block raises
+    /// SIGBUS, which kills the process instead of failing the open: so the blocks are taken
+    /// here, where a full disk is an error (`ENOSPC`). The file's size is left to LMDB.
+    ///
+    /// A lock file that cannot be opened here, or a file system that cannot reserve blocks
+    /// (`EOPNOTSUPP`), is left to `mdb_env_open`, which reports the first as before. Only Linux
+    /// (Glibc) reserves: elsewhere the call is not available and this does nothing.
+    private static func reserveLockFile(in path: String) throws(LMDBFailure) {
+        #if canImport(Glibc)
+        let descriptor = Glibc.open(path + "/lock.mdb", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return }
+        defer { Glibc.close(descriptor) }
+        if arbor_reserve_blocks(descriptor, Int64(lockFileReserve)) != 0 {
+            let code = errno
+            if code == ENOSPC || code == EDQUOT { throw LMDBFailure(call: "fallocate(lock.mdb)", code: code) }
+        }
+        #endif
     }
 
     private static func roundedToPages(_ size: Int) -> Int {

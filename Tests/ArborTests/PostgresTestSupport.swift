@@ -47,6 +47,15 @@ enum PostgresTestServer {
         return String(url[..<pathStart]) + "/" + database + String(url[query...])
     }
 
+    /// The fixture cluster's superuser (`postgres`, trusted over the socket in the cluster's
+    /// folder), for what the `arbor` role may not do; `nil` without the fixture's folder.
+    static var superuserURL: String? {
+        guard let folder = ProcessInfo.processInfo.environment["ARBOR_TEST_POSTGRES_DIR"], !folder.isEmpty,
+            let url, let port = URLComponents(string: url)?.port
+        else { return nil }
+        return "postgresql://postgres@/postgres?host=\(folder)&port=\(port)"
+    }
+
     /// The password of the test URL (for checking that no message repeats it).
     static var password: String? {
         url.flatMap { URLComponents(string: $0)?.password }
