@@ -141,6 +141,10 @@ public final class LMDBBackend: Backend, InPlaceReading {
         guard LMDBEnvironment.fileExists(path + "/data.mdb") else {
             throw ArborError(.notFound, "no store at \(path): data.mdb is missing", backend: "lmdb", operation: "open")
         }
+        // LMDB would take an empty data.mdb for a new environment and write one there.
+        guard LMDBEnvironment.fileLength(path + "/data.mdb") != 0 else {
+            throw ArborError(.corruptObject, "\(path)/data.mdb is empty (0 bytes): the file was cut short, or never written; it was left untouched", backend: "lmdb", operation: "open")
+        }
         return try openEnvironments.withLock { environments in
             // The same folder (also by another path) shares the open environment. An entry whose
             // folder is gone and whose inode number was reused by this one is stale: not shared.

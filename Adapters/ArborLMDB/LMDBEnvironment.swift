@@ -143,6 +143,12 @@ final class LMDBEnvironment: @unchecked Sendable {
         return stat(path, &info) == 0
     }
 
+    /// The length of the file at `path` in bytes, or `nil` if it cannot be read.
+    static func fileLength(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : nil
+    }
+
     /// The names in a folder, without `.` and `..` (empty if it cannot be read).
     static func isEmptyFolder(_ path: String) -> Bool {
         guard let directory = opendir(path) else { return false }
@@ -210,6 +216,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
         let environment = LMDBEnvironment(path: path, env: handle, maximumMapSize: maximumMapSize)
         // On failure from here on, `environment`'s deinit closes the handle.
+        try environment.checkDataFileLength()
         if create {
             try environment.write("create") { txn in
                 let meta = try txn.openDatabase("meta", create: true)
@@ -237,6 +244,29 @@ final class LMDBEnvironment: @unchecked Sendable {
             }
         }
         return environment
+    }
+
+    /// Throws ``ArborError/Code/corruptObject`` if `data.mdb` is shorter than the pages its
+    /// newest meta page says are in use.
+    ///
+    /// LMDB reads the file through a memory map: touching a page past the end of a truncated
+    /// file (a copy cut short, a restore onto a full disk) raises SIGBUS, which kills the process
+    /// on its first read instead of failing it. A valid environment is never shorter: every page
+    /// is written (`pwrite`) before a meta page names it.
+    private func checkDataFileLength() throws {
+        guard let env else { return }
+        var info = MDB_envinfo()
+        var statistics = MDB_stat()
+        mdb_env_info(env, &info)
+        mdb_env_stat(env, &statistics)
+        guard let length = Self.fileLength(path + "/data.mdb") else { return }
+        let needed = (Int(info.me_last_pgno) + 1) * Int(statistics.ms_psize)
+        guard length >= needed else {
+            throw ArborError(
+                .corruptObject,
+                "\(path)/data.mdb is \(length) bytes, but its pages in use end at byte \(needed): the file was cut short (a copy or restore that did not finish?); nothing was read. Restore it from a backup or a replica",
+                backend: "lmdb", operation: "open")
+        }
     }
 
     /// Bytes of the lock file given disk blocks before LMDB maps it: its default lock file (126

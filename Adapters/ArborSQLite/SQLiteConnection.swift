@@ -116,7 +116,7 @@ final class SQLiteConnection: @unchecked Sendable {
     func execute(_ sql: String) throws {
         let handle = try openHandle()
         let result = SQLiteResult(sqlite3_exec(handle, sql, nil, nil, nil))
-        guard result == .ok else { throw failure("sqlite3_exec(\(sql.prefix(60)))", result) }
+        guard result == .ok else { throw failure("sqlite3_exec(\(shortened(sql)))", result) }
     }
 
     /// The integer value of `PRAGMA name` (0 if it returns no row): for diagnostics.
@@ -142,7 +142,7 @@ final class SQLiteConnection: @unchecked Sendable {
             let result = SQLiteResult(sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil))
             guard result == .ok, let prepared else {
                 if let prepared { sqlite3_finalize(prepared) }
-                throw failure("sqlite3_prepare_v3(\(sql.prefix(60)))", result)
+                throw failure("sqlite3_prepare_v3(\(shortened(sql)))", result)
             }
             statements[sql] = prepared
             pointer = prepared
@@ -256,7 +256,7 @@ struct SQLiteStatement {
 
     private func check(_ call: String, _ code: Int32) throws {
         let result = SQLiteResult(code)
-        guard result == .ok else { throw connection.failure("\(call)(\(sql.prefix(60)))", result) }
+        guard result == .ok else { throw connection.failure("\(call)(\(shortened(sql)))", result) }
     }
 
     /// Binds bytes (copied) to the 1-based parameter `index`.
@@ -296,7 +296,7 @@ struct SQLiteStatement {
         let result = SQLiteResult(sqlite3_step(pointer))
         if result == .row { return true }
         if result == .done { return false }
-        throw connection.failure("sqlite3_step(\(sql.prefix(60)))", result)
+        throw connection.failure("sqlite3_step(\(shortened(sql)))", result)
     }
 
     /// Runs a statement that returns no rows (or whose rows are not wanted).
@@ -329,4 +329,10 @@ struct SQLiteStatement {
     func integer(_ index: Int32) -> Int {
         Int(sqlite3_column_int64(pointer, index))
     }
+}
+
+/// The start of a statement for an error message: a long one is cut at 60 characters and says
+/// so, rather than read as SQL that ends mid-clause.
+func shortened(_ sql: String) -> String {
+    sql.count > 60 ? sql.prefix(60) + "…" : sql
 }

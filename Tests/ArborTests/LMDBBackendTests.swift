@@ -181,4 +181,27 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
             try await reopened.close()
         }
     }
+
+    /// LMDB reads through a memory map: a read past the end of a data file that was cut short
+    /// used to kill the process with SIGBUS. Now the open refuses it, names the file and reads
+    /// nothing; an emptied file is not mistaken for a new environment (and written to).
+    @Test func aDataFileCutShortIsRefusedAtOpenNotACrash() async throws {
+        try await withPath { path in
+            let store = Store(backend: try LMDBBackend.create(.init(path: path)))
+            var changes = ChangeSet()
+            for index in 0..<2_000 { try changes.save(Person(id: "p\(index)", name: String(repeating: "n", count: 200))) }
+            try await store.commit(changes)
+            try await store.close()
+            let dataFile = path + "/data.mdb"
+            let length = try #require(try FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int)
+            for cut in [length / 2, 12_288, 0] {
+                #expect(truncate(dataFile, off_t(cut)) == 0)
+                #expect { try LMDBBackend.open(.init(path: path)) } throws: { error in
+                    guard let error = error as? ArborError, error.code == .corruptObject else { return false }
+                    return error.message.contains(dataFile) && (cut == 0 ? error.message.contains("empty") : error.message.contains("cut short"))
+                }
+                #expect(try FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int == cut, "the file was left as it was")
+            }
+        }
+    }
 }
