@@ -19,8 +19,10 @@ import Synchronization
 struct LMDBFailure: Error {
     let call: String
     let code: Int32
+    /// What went wrong, when Arbor found it rather than LMDB (`mdb_strerror` otherwise).
+    var detail: String? = nil
 
-    var message: String { String(cString: mdb_strerror(code)) }
+    var message: String { detail ?? String(cString: mdb_strerror(code)) }
 
     func arborError(path: String) -> ArborError {
         let kind: ArborError.Code =
@@ -112,6 +114,11 @@ final class LMDBEnvironment: @unchecked Sendable {
     private(set) var objects: MDB_dbi = 0
     private(set) var refs: MDB_dbi = 0
     private(set) var meta: MDB_dbi = 0
+    /// Where `data.mdb` is mapped in this process, or `nil` where that cannot be known (only
+    /// Linux tells, in /proc/self/maps). Changed with the map, under `lock`'s exclusive side.
+    private var mapped: MappedFile?
+    /// LMDB's page size for this environment.
+    private var pageSize = 4096
 
     private init(path: String, env: OpaquePointer, maximumMapSize: Int) {
         self.path = path
@@ -216,6 +223,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
         let environment = LMDBEnvironment(path: path, env: handle, maximumMapSize: maximumMapSize)
         // On failure from here on, `environment`'s deinit closes the handle.
+        environment.locateMap()
         try environment.checkDataFileLength()
         if create {
             try environment.write("create") { txn in
@@ -246,27 +254,45 @@ final class LMDBEnvironment: @unchecked Sendable {
         return environment
     }
 
-    /// Throws ``ArborError/Code/corruptObject`` if `data.mdb` is shorter than the pages its
-    /// newest meta page says are in use.
+    /// Throws ``ArborError/Code/corruptObject`` if `data.mdb` was cut short: LMDB reads the file
+    /// through a memory map, and touching a page past the end of a truncated file (a copy cut
+    /// short, a restore onto a full disk) raises SIGBUS, which kills the process on its first
+    /// read instead of failing it.
     ///
-    /// LMDB reads the file through a memory map: touching a page past the end of a truncated
-    /// file (a copy cut short, a restore onto a full disk) raises SIGBUS, which kills the process
-    /// on its first read instead of failing it. A valid environment is never shorter: every page
-    /// is written (`pwrite`) before a meta page names it.
+    /// A valid file can end before the last page its newest meta page counts, but only by pages
+    /// a transaction took and freed again without writing them (LMDB's loose pages); those are
+    /// all in LMDB's free list. So a short file must have the free list's root inside it, and
+    /// every page it lacks must be in that list. The meta page is read with `pread` (not
+    /// through the map), and the free list only when its root is a leaf inside the file, so
+    /// the check itself cannot touch a missing page. A free list of more than one level cannot
+    /// be read safely: such a file is let through, as before.
     private func checkDataFileLength() throws {
         guard let env else { return }
-        var info = MDB_envinfo()
         var statistics = MDB_stat()
-        mdb_env_info(env, &info)
         mdb_env_stat(env, &statistics)
-        guard let length = Self.fileLength(path + "/data.mdb") else { return }
-        let needed = (Int(info.me_last_pgno) + 1) * Int(statistics.ms_psize)
-        guard length >= needed else {
-            throw ArborError(
+        pageSize = Int(statistics.ms_psize)
+        let file = path + "/data.mdb"
+        guard let length = Self.fileLength(file), let meta = LMDBMeta.newest(in: file, pageSize: pageSize) else { return }
+        let wholePages = length / pageSize
+        guard wholePages <= meta.lastPage else { return }
+        let cutShort = { (page: Int) in
+            ArborError(
                 .corruptObject,
-                "\(path)/data.mdb is \(length) bytes, but its pages in use end at byte \(needed): the file was cut short (a copy or restore that did not finish?); nothing was read. Restore it from a backup or a replica",
+                "\(file) is \(length) bytes, but LMDB's page \(page) (of \(meta.lastPage + 1) in use) lies beyond its end: the file was cut short (a copy or restore that did not finish?); nothing was read. Restore it from a backup or a replica",
                 backend: "lmdb", operation: "open")
         }
+        for root in [meta.freeRoot, meta.mainRoot].compactMap({ $0 }) where root >= wholePages { throw cutShort(root) }
+        guard meta.freeDepth <= 1 else { return }
+        let free = meta.freeRoot == nil ? [] : try read("open") { txn in try txn.freePages(from: wholePages) }
+        if let absent = (wholePages...meta.lastPage).first(where: { !free.contains($0) }) { throw cutShort(absent) }
+    }
+
+    /// Finds where `data.mdb` is mapped (after opening, and after every remap): LMDB hands out
+    /// values as pointers into that map and trusts its own pages, so in a damaged file a value's
+    /// length can run past the end of the file, where reading it raises SIGBUS. Knowing the
+    /// map, read transactions check every value before it is read (``MappedFile``).
+    private func locateMap() {
+        mapped = MappedFile.locate(path + "/data.mdb")
     }
 
     /// Bytes of the lock file given disk blocks before LMDB maps it: its default lock file (126
@@ -356,7 +382,7 @@ final class LMDBEnvironment: @unchecked Sendable {
                     if code == MDB_MAP_RESIZED { return .resized }
                     try check("mdb_txn_begin", code)
                     guard let txn else { throw LMDBFailure(call: "mdb_txn_begin", code: EINVAL) }
-                    let transaction = LMDBTransaction(txn: txn)
+                    let transaction = LMDBTransaction(txn: txn, mapped: mapped)
                     defer { if !transaction.isFinished { mdb_txn_abort(txn) } }
                     return .done(try body(transaction))
                 }
@@ -400,7 +426,8 @@ final class LMDBEnvironment: @unchecked Sendable {
                         if code == MDB_MAP_RESIZED { return .resized }
                         try check("mdb_txn_begin", code)
                         guard let txn else { throw LMDBFailure(call: "mdb_txn_begin", code: EINVAL) }
-                        let transaction = LMDBTransaction(txn: txn)
+                        // Not checked: a write transaction's values may be in its own dirty pages.
+                        let transaction = LMDBTransaction(txn: txn, mapped: nil)
                         do {
                             let value = try body(transaction)
                             transaction.isFinished = true
@@ -436,6 +463,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         try lock.withExclusive {
             guard let env else { throw closedError(operation) }
             try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, 0))
+            locateMap()
         }
     }
 
@@ -451,6 +479,7 @@ final class LMDBEnvironment: @unchecked Sendable {
             }
             let grown = min(max(size * 2, 1 << 20), maximumMapSize)
             try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, grown))
+            locateMap()
         }
     }
 }
@@ -459,8 +488,54 @@ final class LMDBEnvironment: @unchecked Sendable {
 final class LMDBTransaction {
     let txn: OpaquePointer
     var isFinished = false
+    /// The data file as mapped, to check values against, or `nil`: not checked.
+    let mapped: MappedFile?
 
-    init(txn: OpaquePointer) { self.txn = txn }
+    init(txn: OpaquePointer, mapped: MappedFile?) {
+        self.txn = txn
+        self.mapped = mapped
+    }
+
+    /// `value` where LMDB maps it, once it is known to lie within the data file: a damaged page
+    /// can give a value a length that runs past the end of the file, where reading it would
+    /// raise SIGBUS.
+    private func buffer(_ value: MDB_val, _ call: String) throws(LMDBFailure) -> UnsafeRawBufferPointer {
+        guard value.mv_size > 0, let start = value.mv_data else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        if let mapped, let (offset, length) = mapped.outside(UInt(bitPattern: start), count: value.mv_size) {
+            throw LMDBFailure(
+                call: call, code: MDB_CORRUPTED,
+                detail: "a value of \(value.mv_size) bytes at offset \(offset) runs past the \(length) bytes of data.mdb: the file is damaged")
+        }
+        return UnsafeRawBufferPointer(start: start, count: value.mv_size)
+    }
+
+    /// The page numbers, from `first` on, in LMDB's free list (its database 0: for each
+    /// transaction, a count and then the pages it freed).
+    func freePages(from first: Int) throws(LMDBFailure) -> Set<Int> {
+        var cursor: OpaquePointer?
+        try check("mdb_cursor_open(free list)", mdb_cursor_open(txn, 0, &cursor))
+        guard let cursor else { throw LMDBFailure(call: "mdb_cursor_open(free list)", code: EINVAL) }
+        defer { mdb_cursor_close(cursor) }
+        let width = MemoryLayout<Int>.stride
+        var pages = Set<Int>()
+        var key = MDB_val()
+        var data = MDB_val()
+        var code = mdb_cursor_get(cursor, &key, &data, MDB_FIRST)
+        while code == 0 {
+            let entry = try buffer(data, "mdb_cursor_get(free list)")
+            let count = entry.count >= width ? entry.loadUnaligned(as: Int.self) : -1
+            guard count >= 0, count < entry.count / width else {
+                throw LMDBFailure(call: "mdb_cursor_get(free list)", code: MDB_CORRUPTED, detail: "an entry of LMDB's free list does not parse: the file is damaged")
+            }
+            for index in stride(from: 1, through: count, by: 1) {
+                let page = entry.loadUnaligned(fromByteOffset: index * width, as: Int.self)
+                if page >= first { pages.insert(page) }
+            }
+            code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
+        }
+        if code != MDB_NOTFOUND { try check("mdb_cursor_get(free list)", code) }
+        return pages
+    }
 
     func openDatabase(_ name: String, create: Bool) throws(LMDBFailure) -> MDB_dbi {
         var dbi: MDB_dbi = 0
@@ -483,7 +558,7 @@ final class LMDBTransaction {
         }
         if code == MDB_NOTFOUND { return nil }
         try check("mdb_get", code)
-        return LMDBTransaction.bytes(data)
+        return [UInt8](try buffer(data, "mdb_get"))
     }
 
     /// Calls `body` with the value at `key` where LMDB maps it (valid only until the transaction
@@ -494,7 +569,7 @@ final class LMDBTransaction {
         let code = mdb_get(txn, dbi, &keyValue, &data)
         if code == MDB_NOTFOUND { return try body(nil) }
         try check("mdb_get", code)
-        return try body(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
+        return try body(try buffer(data, "mdb_get"))
     }
 
     /// Stores `value` at `key`; with `overwrite` false an existing value is kept. Returns whether
@@ -539,7 +614,7 @@ final class LMDBTransaction {
                 key = MDB_val(mv_size: buffer.count, mv_data: buffer.baseAddress)
                 return mdb_cursor_get(cursor, &key, &data, MDB_SET_RANGE)
             }
-            if code == 0 && LMDBTransaction.bytes(key) == start {
+            if code == 0, try [UInt8](buffer(key, "mdb_cursor_get")) == start {
                 code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
             }
         } else {
@@ -547,15 +622,110 @@ final class LMDBTransaction {
         }
         start = []
         while code == 0 && result.count < limit {
-            result.append((LMDBTransaction.bytes(key), LMDBTransaction.bytes(data)))
+            result.append(([UInt8](try buffer(key, "mdb_cursor_get")), [UInt8](try buffer(data, "mdb_cursor_get"))))
             code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
         }
         if code != 0 && code != MDB_NOTFOUND { try check("mdb_cursor_get", code) }
         return result
     }
 
-    private static func bytes(_ value: MDB_val) -> [UInt8] {
-        guard value.mv_size > 0, let base = value.mv_data else { return [] }
-        return [UInt8](UnsafeRawBufferPointer(start: base, count: value.mv_size))
+}
+
+/// Where a file is mapped in this process, and how long it is known to be: to check that a
+/// pointer LMDB hands out (into its read-only map of `data.mdb`) lies inside the file before it
+/// is read. LMDB does not say where its map is (`me_mapaddr` is only set for `MDB_FIXEDMAP`),
+/// so ``locate(_:)`` finds the mapping of the file's device and inode in /proc/self/maps (Linux;
+/// elsewhere there is no check).
+///
+/// The length is cached and read again (`stat`) only when a value seems to run past it: LMDB
+/// never shortens `data.mdb`, so a cached length is a lower bound, and the check costs nothing
+/// on the usual path. `@unchecked Sendable`: `start` and `path` are constants, `length` atomic.
+final class MappedFile: @unchecked Sendable {
+    let start: UInt
+    let path: String
+    private let length: Atomic<Int>
+
+    private init(start: UInt, path: String, length: Int) {
+        self.start = start
+        self.path = path
+        self.length = Atomic(length)
+    }
+
+    /// `nil` if `count` bytes at `address` lie inside the file (whose length it reads again
+    /// before saying no); otherwise their offset and the file's length, for the error.
+    func outside(_ address: UInt, count: Int) -> (offset: Int, length: Int)? {
+        let known = length.load(ordering: .relaxed)
+        if Self.contains(address, count, start, known) { return nil }
+        let current = LMDBEnvironment.fileLength(path) ?? known
+        if current > known { length.store(current, ordering: .relaxed) }
+        if Self.contains(address, count, start, current) { return nil }
+        return (Int(bitPattern: address &- start), current)
+    }
+
+    private static func contains(_ address: UInt, _ count: Int, _ start: UInt, _ length: Int) -> Bool {
+        address >= start && count <= length && address - start <= UInt(length - count)
+    }
+
+    static func locate(_ path: String) -> MappedFile? {
+        var file = stat()
+        guard stat(path, &file) == 0, let maps = fopen("/proc/self/maps", "r") else { return nil }
+        defer { fclose(maps) }
+        // The kernel prints the device as major:minor in hex (glibc's encoding of st_dev).
+        let device = UInt64(file.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
+        let minor = (device & 0xff) | ((device >> 12) & ~0xff)
+        var line: UnsafeMutablePointer<CChar>?
+        var capacity = 0
+        defer { free(line) }
+        while getline(&line, &capacity, maps) > 0, let line {
+            // start-end perms offset major:minor inode path
+            let fields = String(cString: line).split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count >= 5, UInt64(fields[4]) == UInt64(file.st_ino), UInt64(fields[2], radix: 16) == 0 else { continue }
+            let deviceFields = fields[3].split(separator: ":").map { UInt64($0, radix: 16) }
+            guard deviceFields == [major, minor],
+                let start = fields[0].split(separator: "-").first.flatMap({ UInt($0, radix: 16) })
+            else { continue }
+            return MappedFile(start: start, path: path, length: Int(file.st_size))
+        }
+        return nil
+    }
+}
+
+/// What the checks before opening need of LMDB's newest meta page, read with `pread` (never
+/// through the map): LMDB's data format version 1 (`MDB_meta` after a 16-byte page header, in
+/// pages 0 and 1, the one with the larger transaction id being current), on a 64-bit system.
+struct LMDBMeta {
+    /// The last page in use, and the roots of the free list and the main database (`nil`:
+    /// empty), with the free list's depth.
+    let lastPage: Int
+    let freeRoot: Int?
+    let freeDepth: Int
+    let mainRoot: Int?
+
+    private static let magic: UInt32 = 0xBEEF_C0DE
+
+    static func newest(in path: String, pageSize: Int) -> LMDBMeta? {
+        guard MemoryLayout<Int>.size == 8 else { return nil }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var newest: (txnid: UInt64, meta: LMDBMeta)?
+        for page in 0..<2 {
+            var bytes = [UInt8](repeating: 0, count: 160)
+            let read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(page * pageSize)) }
+            guard read == bytes.count else { continue }
+            func u64(_ offset: Int) -> UInt64 { bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16 + offset, as: UInt64.self) } }
+            func u16(_ offset: Int) -> UInt16 { bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16 + offset, as: UInt16.self) } }
+            guard bytes.withUnsafeBytes({ $0.loadUnaligned(fromByteOffset: 16, as: UInt32.self) }) == magic else { continue }
+            // MDB_db: pad (4), flags (2), depth (2), branch, leaf and overflow pages, entries, root.
+            func root(_ database: Int) -> Int? {
+                let value = u64(24 + database * 48 + 40)
+                return value == UInt64.max ? nil : Int(truncatingIfNeeded: value)
+            }
+            let meta = LMDBMeta(lastPage: Int(truncatingIfNeeded: u64(120)), freeRoot: root(0), freeDepth: Int(u16(24 + 6)), mainRoot: root(1))
+            let txnid = u64(128)
+            if newest == nil || txnid > newest!.txnid { newest = (txnid, meta) }
+        }
+        return newest?.meta
     }
 }
