@@ -204,4 +204,39 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
             }
         }
     }
+
+    /// LMDB trusts a leaf node's data size: damage that makes it run past the end of the file
+    /// used to kill the process with SIGBUS when the value was copied out of the map. Now every
+    /// read (a batch, a value lent in place, an enumeration) says the file is damaged.
+    @Test func aValueThatRunsPastTheFileIsAnErrorNotACrash() async throws {
+        try await withPath { path in
+            let backend = try LMDBBackend.create(.init(path: path))
+            var generator = SeededGenerator(seed: 7)
+            let bytes = (0..<20_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let hash = Hash.of(bytes)
+            try await backend.put([(hash, bytes)])
+            try await backend.close()
+
+            // The value's leaf node: data size (two UInt16, low first), flags (F_BIGDATA, its
+            // bytes in overflow pages), key size (32), then the key, the hash. Raising the high
+            // half of the size makes the value about 2 GB long.
+            let dataFile = path + "/data.mdb"
+            var file = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dataFile)))
+            let node = [UInt8(20_000 & 0xff), UInt8(20_000 >> 8), 0, 0, 1, 0, 32, 0] + hash.bytes
+            let at = try #require((0...(file.count - node.count)).first { file[$0..<$0 + node.count].elementsEqual(node) })
+            file[at + 2] = 0xff
+            file[at + 3] = 0x7f
+            try Data(file).write(to: URL(fileURLWithPath: dataFile))
+
+            let damaged = try LMDBBackend.open(.init(path: path))
+            let isDamage = { (error: any Error) in
+                guard let error = error as? ArborError else { return false }
+                return error.code == .corruptObject && error.message.contains("runs past") && error.message.contains(path)
+            }
+            await #expect { try await damaged.get([hash]) } throws: { isDamage($0) }
+            #expect { try damaged.withObjectBytes(hash) { $0?.count } } throws: { isDamage($0) }
+            await #expect { try await damaged.enumerateObjects(batchSize: 10) { _ in } } throws: { isDamage($0) }
+            try await damaged.close()
+        }
+    }
 }
