@@ -88,6 +88,12 @@ enum FileSystem {
         }
     }
 
+    /// Whether `path` is on a file system mounted read-only (`false` if that cannot be told).
+    static func isOnReadOnlyFileSystem(_ path: String) -> Bool {
+        var info = statvfs()
+        return statvfs(path, &info) == 0 && (UInt(info.f_flag) & UInt(ST_RDONLY)) != 0
+    }
+
     /// Removes the folder `path` if it is empty; otherwise, or if it is gone, does nothing.
     static func removeEmptyDirectory(_ path: String) { rmdir(path) }
 

@@ -38,15 +38,21 @@ public final class JSONBackend: Backend {
     private let root: String
     /// The lock file, behind a mutex so tasks of this process take turns; the flock inside
     /// makes other processes wait too. `FileSystem.Lock` is only touched under the mutex.
-    private let refLock: Mutex<FileSystem.Lock>
+    /// `nil` for a store on a read-only file system, where the lock file cannot be opened for
+    /// writing and nothing can change, and once the store is closed.
+    private let refLock: Mutex<FileSystem.Lock?>
     private let isClosed = Atomic<Bool>(false)
+    /// Whether the store was opened on a read-only file system (a snapshot, a backup mounted
+    /// read-only): it can be read, and every write throws ``ArborError/Code/permissionDenied``.
+    public let isReadOnly: Bool
 
     private init(configuration: Configuration) throws {
         self.configuration = configuration
         var path = configuration.path
         while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
         root = path
-        refLock = Mutex(try FileSystem.Lock(path: path + "/refs.lock"))
+        isReadOnly = FileSystem.isOnReadOnlyFileSystem(path)
+        refLock = Mutex(isReadOnly ? nil : try FileSystem.Lock(path: path + "/refs.lock"))
     }
 
     /// Creates a new, empty store. Throws ``ArborError/Code/alreadyExists`` if the folder holds a
@@ -123,6 +129,15 @@ public final class JSONBackend: Backend {
         }
     }
 
+    /// ``checkOpen(_:)``, and for a write to a store on a read-only file system,
+    /// ``ArborError/Code/permissionDenied``.
+    private func checkWritable(_ operation: String) throws {
+        try checkOpen(operation)
+        if isReadOnly {
+            throw ArborError(.permissionDenied, "\(root) is on a read-only file system: the store can be read, not changed", backend: engineName, operation: operation)
+        }
+    }
+
     private func objectPath(_ hash: Hash) -> String {
         let hex = hash.hex
         return "\(root)/objects/\(hex.prefix(2))/\(hex).json"
@@ -168,7 +183,7 @@ public final class JSONBackend: Backend {
     }
 
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
-        try checkOpen("put")
+        try checkWritable("put")
         var touchedShards = Set<String>()
         for (hash, bytes) in objects {
             let path = objectPath(hash)
@@ -202,7 +217,7 @@ public final class JSONBackend: Backend {
     }
 
     public func delete(_ hashes: [Hash]) async throws {
-        try checkOpen("delete")
+        try checkWritable("delete")
         for hash in hashes { try FileSystem.remove(objectPath(hash)) }
     }
 
@@ -228,11 +243,13 @@ public final class JSONBackend: Backend {
     }
 
     public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
-        try checkOpen("compareAndSwap")
+        try checkWritable("compareAndSwap")
         try RefName.validate(name, backend: engineName)
         let path = refPath(name)
         return try refLock.withLock { lock in
-            try lock.withLock {
+            // nil: closed meanwhile (a read-only store threw in checkWritable already).
+            guard let lock else { throw ArborError(.closed, "the store is closed", backend: engineName, operation: "compareAndSwap") }
+            return try lock.withLock {
                 guard try readRef(path) == expected else { return false }
                 if let new {
                     let document = JSONValue.object([("hash", .string(new.hex))]).serializedBytes(pretty: true)
@@ -246,7 +263,10 @@ public final class JSONBackend: Backend {
         }
     }
 
+    /// Closes the store, and the lock file with it: a file held open for writing would keep
+    /// its file system from being unmounted, or mounted again read-only.
     public func close() async throws {
         isClosed.store(true, ordering: .releasing)
+        refLock.withLock { $0 = nil }
     }
 }

@@ -64,6 +64,10 @@ public final class LMDBBackend: Backend, InPlaceReading {
 
     deinit { release() }
 
+    /// Whether the store was opened on a read-only file system (a snapshot, a backup mounted
+    /// read-only): it can be read, and every write throws ``ArborError/Code/permissionDenied``.
+    public var isReadOnly: Bool { environment.isReadOnly }
+
     /// The current size of the memory map, in bytes.
     ///
     /// - Complexity: O(1).
@@ -124,7 +128,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
     /// Opens an existing store. Throws ``ArborError/Code/notFound`` if the folder or its
     /// `data.mdb` does not exist, and ``ArborError/Code/unsupportedFormat`` if it is not an LMDB
     /// environment, is the environment of another program, or was written by a newer version
-    /// of Arbor.
+    /// of Arbor. A store on a read-only file system opens for reading (``isReadOnly``).
     ///
     /// - Complexity: O(1).
     public static func open(_ configuration: Configuration) throws -> LMDBBackend {
@@ -159,7 +163,8 @@ public final class LMDBBackend: Backend, InPlaceReading {
             do {
                 let environment = try LMDBEnvironment.open(
                     path: path, create: false, mapSize: configuration.initialMapSize,
-                    maximumMapSize: configuration.maximumMapSize, synchronous: configuration.synchronous
+                    maximumMapSize: configuration.maximumMapSize, synchronous: configuration.synchronous,
+                    readOnly: LMDBEnvironment.isOnReadOnlyFileSystem(path)
                 ) { txn, meta in
                     let format = try txn.get(meta, Array("format".utf8)).map { String(decoding: $0, as: UTF8.self) }
                     guard format == formatName else {

@@ -120,10 +120,14 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// LMDB's page size for this environment.
     private var pageSize = 4096
 
-    private init(path: String, env: OpaquePointer, maximumMapSize: Int) {
+    /// Opened on a read-only file system (`MDB_RDONLY | MDB_NOLOCK`): every write throws.
+    let isReadOnly: Bool
+
+    private init(path: String, env: OpaquePointer, maximumMapSize: Int, readOnly: Bool) {
         self.path = path
         self.env = env
         self.maximumMapSize = maximumMapSize
+        self.isReadOnly = readOnly
     }
 
     deinit { if let env { mdb_env_close(env) } }
@@ -148,6 +152,12 @@ final class LMDBEnvironment: @unchecked Sendable {
     static func fileExists(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0
+    }
+
+    /// Whether `path` is on a file system mounted read-only (`false` if that cannot be told).
+    static func isOnReadOnlyFileSystem(_ path: String) -> Bool {
+        var info = statvfs()
+        return statvfs(path, &info) == 0 && (UInt(info.f_flag) & UInt(ST_RDONLY)) != 0
     }
 
     /// The length of the file at `path` in bytes, or `nil` if it cannot be read.
@@ -195,8 +205,12 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// Opens (with `create`, creates) the environment in the folder `path`, which must exist,
     /// and the `meta`, `objects` and `refs` databases. `check` reads the format marker in
     /// a read transaction (open) or writes it in the creating write transaction (create).
+    ///
+    /// With `readOnly` (a folder on a read-only file system), LMDB opens it `MDB_RDONLY` and
+    /// without its lock file (`MDB_NOLOCK`), which it could neither create nor write there;
+    /// without locks is safe because nothing can write to such a file system.
     static func open(
-        path: String, create: Bool, mapSize: Int, maximumMapSize: Int, synchronous: Bool,
+        path: String, create: Bool, mapSize: Int, maximumMapSize: Int, synchronous: Bool, readOnly: Bool = false,
         marker: (LMDBTransaction, MDB_dbi) throws -> Void
     ) throws -> LMDBEnvironment {
         var handle: OpaquePointer?
@@ -211,8 +225,8 @@ final class LMDBEnvironment: @unchecked Sendable {
         do {
             try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(handle, 8))
             try check("mdb_env_set_mapsize", mdb_env_set_mapsize(handle, roundedToPages(mapSize)))
-            let flags = UInt32(MDB_NOTLS) | (synchronous ? 0 : UInt32(MDB_NOSYNC))
-            try reserveLockFile(in: path)
+            let flags = UInt32(MDB_NOTLS) | (synchronous ? 0 : UInt32(MDB_NOSYNC)) | (readOnly ? UInt32(MDB_RDONLY | MDB_NOLOCK) : 0)
+            if !readOnly { try reserveLockFile(in: path) }
             try check("mdb_env_open", mdb_env_open(handle, path, flags, 0o600))
             // Free the reader slots of processes that died inside a read transaction.
             var dead: Int32 = 0
@@ -221,7 +235,7 @@ final class LMDBEnvironment: @unchecked Sendable {
             mdb_env_close(handle)
             throw error.arborError(path: path)
         }
-        let environment = LMDBEnvironment(path: path, env: handle, maximumMapSize: maximumMapSize)
+        let environment = LMDBEnvironment(path: path, env: handle, maximumMapSize: maximumMapSize, readOnly: readOnly)
         // On failure from here on, `environment`'s deinit closes the handle.
         environment.locateMap()
         try environment.checkDataFileLength()
@@ -412,6 +426,9 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// is aborted, the map doubled and `body` run again in a new transaction; when another process
     /// has grown the map, this process adopts the new size and retries.
     func write<R: Sendable>(_ operation: String, _ body: (LMDBTransaction) throws -> R) throws -> R {
+        if isReadOnly {
+            throw ArborError(.permissionDenied, "\(path) is on a read-only file system: the store can be read, not changed", backend: "lmdb", operation: operation)
+        }
         do {
             return try writer.withLock { _ in
                 var attempts = 0

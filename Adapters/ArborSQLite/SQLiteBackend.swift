@@ -108,9 +108,14 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// Where every call on `connection` runs.
     private let writerQueue = DispatchQueue(label: "arbor.sqlite.writer")
 
-    private init(configuration: Configuration, connection: sending SQLiteConnection) {
+    /// Whether the store was opened on a read-only file system: it is read through immutable,
+    /// read-only connections, and every write throws ``ArborError/Code/permissionDenied``.
+    public let isReadOnly: Bool
+
+    private init(configuration: Configuration, connection: sending SQLiteConnection, readOnly: Bool = false) {
         self.configuration = configuration
         self.connection = Mutex(connection)
+        self.isReadOnly = readOnly
         self.readers = (0..<Self.readerLimit).map { _ in ReadingConnection() }
     }
 
@@ -164,6 +169,13 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// path, and ``ArborError/Code/unsupportedFormat`` if the file is not a SQLite database, is
     /// the database of another program, or was written by a newer version of Arbor.
     ///
+    /// A store on a read-only file system (a snapshot, a backup mounted read-only) opens for
+    /// reading (``isReadOnly``): SQLite cannot make the shared-memory file that WAL mode reads
+    /// through there, and nothing can change the file, so it is read as immutable. Unless its
+    /// `-wal` file still holds commits (the store was not closed cleanly): those are not in the
+    /// database file yet, and are read only through that shared memory, so such a store is
+    /// refused (``ArborError/Code/permissionDenied``), saying so.
+    ///
     /// - Complexity: O(1).
     public static func open(_ configuration: Configuration) throws -> SQLiteBackend {
         let path = configuration.path
@@ -174,19 +186,26 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         guard kind.isRegularFile else {
             throw ArborError(.unsupportedFormat, "\(path) is not a file, so not an Arbor SQLite store", backend: "sqlite", operation: "open")
         }
-        let connection = try SQLiteConnection.connect(path: path, operation: "open")
+        let readOnly = SQLiteFiles.isOnReadOnlyFileSystem(path)
+        if readOnly, (SQLiteFiles.length(path + "-wal") ?? 0) > 0 {
+            throw ArborError(
+                .permissionDenied,
+                "\(path) is on a read-only file system, and its -wal file holds commits that are not in the database file yet (the store was not closed cleanly): open it once where it can be written, which folds them in",
+                backend: "sqlite", operation: "open")
+        }
+        let connection = try SQLiteConnection.connect(path: path, operation: "open", readOnly: readOnly)
         do {
             try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
             try checkFormat(connection, path: path)
             // WAL mode is a property of the file, set by create; asking again is a no-op.
-            try connection.execute("PRAGMA journal_mode = WAL")
+            if !readOnly { try connection.execute("PRAGMA journal_mode = WAL") }
             try configure(connection, configuration)
         } catch var error as ArborError {
             try? connection.close()
             if error.operation == nil { error.operation = "open" }
             throw error
         }
-        return SQLiteBackend(configuration: configuration, connection: connection)
+        return SQLiteBackend(configuration: configuration, connection: connection, readOnly: readOnly)
     }
 
     private static func configure(_ connection: SQLiteConnection, _ configuration: Configuration) throws {
@@ -249,6 +268,12 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
+    /// Throws ``ArborError/Code/permissionDenied`` for a write to a store on a read-only file system.
+    private func checkWritable(_ operation: String) throws {
+        guard isReadOnly else { return }
+        throw ArborError(.permissionDenied, "\(configuration.path) is on a read-only file system: the store can be read, not changed", backend: engineName, operation: operation)
+    }
+
     /// Runs `body` with the open connection, holding the mutex; fills in the operation of errors.
     private func withConnection<R>(_ operation: String, _ body: (SQLiteConnection) throws -> R) throws -> R {
         do {
@@ -295,7 +320,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                 throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation)
             }
             if let connection = state.connection { return try body(connection) }
-            let connection = try SQLiteConnection.connect(path: configuration.path, operation: operation)
+            let connection = try SQLiteConnection.connect(path: configuration.path, operation: operation, readOnly: isReadOnly)
             do {
                 try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
                 try Self.setMemoryMap(connection, configuration)
@@ -374,6 +399,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try checkWritable("put")
         guard !objects.isEmpty else { return try await onWriter("put") { _ in } }  // only checks the store is open
         // Inserting in key order keeps the B-tree's pages hot.
         let sorted = objects.sorted { $0.hash < $1.hash }
@@ -456,6 +482,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*k* log *n*).
     public func delete(_ hashes: [Hash]) async throws {
+        try checkWritable("delete")
         try await onWriter("delete") { db in
             try db.transaction(immediate: true) {
                 try db.withStatement("DELETE FROM objects WHERE hash = ?1") { statement in
@@ -496,6 +523,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(log *r*).
     public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        try checkWritable("compareAndSwap")
         try RefName.validate(name, backend: engineName)
         return try await onWriter("compareAndSwap") { [configuration, engineName] db in
             try db.transaction(immediate: true) {

@@ -79,10 +79,16 @@ final class SQLiteConnection: @unchecked Sendable {
     // MARK: Opening
 
     /// Opens the existing database file at `path` for reading and writing. Never creates a file.
-    static func connect(path: String, operation: String) throws -> SQLiteConnection {
+    /// With `readOnly`, opens the file read-only and immutable (`?mode=ro&immutable=1`): for a
+    /// file on a read-only file system, which nothing can change and where WAL's shared-memory
+    /// file cannot be made.
+    static func connect(path: String, operation: String, readOnly: Bool = false) throws -> SQLiteConnection {
         var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_PRIVATECACHE
-        let result = SQLiteResult(sqlite3_open_v2(path, &handle, flags, nil))
+        let common = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_PRIVATECACHE
+        let (name, flags) = readOnly
+            ? (immutableURI(path), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | common)
+            : (path, SQLITE_OPEN_READWRITE | common)
+        let result = SQLiteResult(sqlite3_open_v2(name, &handle, flags, nil))
         guard result == .ok, let handle else {
             // Even a failed open may allocate a handle that holds the message; release it.
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? result.description
@@ -91,6 +97,22 @@ final class SQLiteConnection: @unchecked Sendable {
         }
         sqlite3_extended_result_codes(handle, 1)
         return SQLiteConnection(path: path, handle: handle)
+    }
+
+    /// A `file:` URI naming `path`, read-only and immutable. `%`, `?` and `#` are escaped; an
+    /// absolute path gets an empty authority (`file:///…`), so that one starting `//` is not
+    /// read as a host.
+    static func immutableURI(_ path: String) -> String {
+        var escaped = ""
+        for character in path {
+            switch character {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3f"
+            case "#": escaped += "%23"
+            default: escaped.append(character)
+            }
+        }
+        return (path.hasPrefix("/") ? "file://" : "file:") + escaped + "?mode=ro&immutable=1"
     }
 
     // MARK: Errors
@@ -231,6 +253,18 @@ enum SQLiteFiles {
             }
         }
         close(descriptor)
+    }
+
+    /// Whether `path` is on a file system mounted read-only (`false` if that cannot be told).
+    static func isOnReadOnlyFileSystem(_ path: String) -> Bool {
+        var info = statvfs()
+        return statvfs(path, &info) == 0 && (UInt(info.f_flag) & UInt(ST_RDONLY)) != 0
+    }
+
+    /// The length of the file at `path`, or `nil` if there is none.
+    static func length(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : nil
     }
 
     /// Removes a database file and its WAL and shared-memory files (after a failed create).
