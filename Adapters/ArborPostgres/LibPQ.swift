@@ -60,6 +60,7 @@ struct SQLState: Hashable, CustomStringConvertible {
     static let crashShutdown = SQLState("57P02")
     static let cannotConnectNow = SQLState("57P03")
     static let diskFull = SQLState("53100")
+    static let readOnlyTransaction = SQLState("25006")  // a standby, or default_transaction_read_only
     static let tooManyConnections = SQLState("53300")
 }
 
@@ -309,7 +310,8 @@ final class PGConnection {
     }
 
     /// The error of a failed call, classified: a lost connection (`.connection`), refused access
-    /// (`.permissionDenied`), a full disk (`.io`), anything else (`.engine`), with the SQLSTATE.
+    /// or a write to a read-only database (`.permissionDenied`), a full disk (`.io`), anything
+    /// else (`.engine`), with the SQLSTATE.
     func error(_ result: PGResult?, operation: String) -> ArborError {
         let state = result?.sqlState
         var text = result?.errorMessage ?? ""
@@ -322,6 +324,9 @@ final class PGConnection {
         }
         if state?.errorClass == "28" || state == .insufficientPrivilege {
             return ArborError(.permissionDenied, "PostgreSQL refused access: \(message)\(suffix)", backend: engine, operation: operation)
+        }
+        if state == .readOnlyTransaction {
+            return ArborError(.permissionDenied, "the PostgreSQL database is read-only (a standby, or default_transaction_read_only is on): the store can be read, not changed: \(message)\(suffix)", backend: engine, operation: operation)
         }
         if state == .diskFull {
             return ArborError(.io, "PostgreSQL: the disk is full: \(message)\(suffix)", backend: engine, operation: operation)

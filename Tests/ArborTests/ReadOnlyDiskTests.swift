@@ -1,5 +1,6 @@
 import ArborJSON
 import ArborLMDB
+import ArborPostgres
 import ArborSQLite
 import Foundation
 import Testing
@@ -69,5 +70,32 @@ import Testing
         let reopened = Store(backend: try SQLiteBackend.open(.init(path: copy)))
         #expect(try await reopened.head()?.id == head.id)
         try await reopened.close()
+    }
+
+    /// PostgreSQL's read-only databases (a standby; here `default_transaction_read_only`): the
+    /// store is read and migrated off, and a write says the database is read-only.
+    @Test(.enabled(if: PostgresTestServer.isEnabled))
+    func aReadOnlyPostgreSQLDatabaseIsReadAndMigratedButNotChanged() async throws {
+        let (url, drop) = try PostgresTestServer.makeDatabase()
+        defer { drop() }
+        var store = Store(backend: try await PostgresBackend.create(.init(url: url)))
+        let head = try await FullDiskTests.commit(FullDiskTests.tasks(50, from: 0), to: store)
+        try await store.close()
+        // The database's owner makes new sessions read-only; its name is the URL's last part.
+        let name = try #require(url.split(separator: "/").last.map { String($0.split(separator: "?")[0]) })
+        let owner = try PostgresSession(url: url)
+        try owner.execute("ALTER DATABASE \(name) SET default_transaction_read_only = on")
+
+        store = Store(backend: try await PostgresBackend.open(.init(url: url)))
+        #expect(try await store.head()?.id == head.id)
+        #expect(try await store.verify().isIntact)
+        let report = try await store.migrate(to: Store(backend: MemoryBackend()))
+        #expect(report.verified && report.heads == [head.id])
+        await #expect { try await store.save(Task(id: "new", title: "refused", done: false)) } throws: { error in
+            guard let error = error as? ArborError else { return false }
+            let password = PostgresTestServer.password ?? ""
+            return error.code == .permissionDenied && error.message.contains("read-only") && (password.isEmpty || !"\(error)".contains(password))
+        }
+        try await store.close()
     }
 }
