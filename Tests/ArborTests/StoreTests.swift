@@ -11,6 +11,25 @@ import Testing
         try await store.close()
     }
 
+    /// One limit for every store, so that every engine can hold what any store committed: a
+    /// record just over it is refused before anything is written, one at it is stored.
+    @Test func aRecordOverTheSizeLimitIsRefusedAndNothingIsWritten() async throws {
+        let backend = CountingBackend()
+        let store = Store(backend: backend)
+        let first = try await store.save(Person(id: "p", name: "kept"))
+        // The encoding adds a few bytes of framing to the data (kind, length, property name).
+        let data = Data(repeating: 1, count: Store.maximumRecordSize)
+        backend.reset()
+        await #expect { try await store.save(Attachment(id: "big", data: data)) } throws: { error in
+            guard let error = error as? ArborError else { return false }
+            return error.code == .invalidInput && error.message.contains("Attachment/big") && error.message.contains("256 MiB")
+        }
+        #expect(backend.objectsPut == 0)
+        #expect(try await store.head()?.id == first.id)
+        let fits = try await store.save(Attachment(id: "fits", data: data.prefix(Store.maximumRecordSize - 64)))
+        #expect(fits.parents == [first.id])
+    }
+
     @Test(arguments: AdapterKind.allCases) func valueTreesRoundTrip(kind: AdapterKind) async throws {
         try await withStore(kind) { store in
             let task = Task(id: "t1", title: "Write Arbor", done: false,

@@ -27,7 +27,7 @@ extension Store {
         // Apply the changes; the editor reports what each touched key held in the base version.
         var blobs = [(hash: Hash, bytes: [UInt8])]()
         var replaced = [(key: [UInt8], old: IndexPayload)]()
-        var root = try await ProllyTree.apply(plan.edits(blobs: &blobs), to: baseRoot, source: source, replaced: &replaced)
+        var root = try await ProllyTree.apply(try plan.edits(blobs: &blobs), to: baseRoot, source: source, replaced: &replaced)
 
         // Records the base versions owned and the commit no longer keeps go with it, with all
         // they own. Usually there are none, and this costs nothing more.
@@ -133,11 +133,21 @@ struct CommitPlan {
         }
     }
 
-    /// The index edits, in key order; large records go to `blobs`.
-    func edits(blobs: inout [(hash: Hash, bytes: [UInt8])]) -> [IndexEdit] {
+    /// The index edits, in key order; large records go to `blobs`. Throws
+    /// ``ArborError/Code/invalidInput`` for a record larger than ``Store/maximumRecordSize``.
+    func edits(blobs: inout [(hash: Hash, bytes: [UInt8])]) throws -> [IndexEdit] {
         var edits = [IndexEdit]()
         edits.reserveCapacity(final.count)
-        for (key, record) in final { edits.append(.setting(key, to: record, blobs: &blobs)) }
+        for (key, record) in final {
+            let blobCount = blobs.count
+            edits.append(.setting(key, to: record, blobs: &blobs))
+            // A blob is the record's canonical bytes after a 2-byte header.
+            if blobs.count > blobCount, blobs[blobCount].bytes.count - 2 > Store.maximumRecordSize {
+                throw ArborError(
+                    .invalidInput,
+                    "record \(key) is \(blobs[blobCount].bytes.count - 2) bytes encoded, more than the \(Store.maximumRecordSize) (256 MiB) a record may be, so that every engine can hold it: keep large files outside the store and save a reference to them")
+            }
+        }
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
     }
 

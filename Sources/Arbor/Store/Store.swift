@@ -80,6 +80,15 @@ public final class Store: Sendable {
         NodeSource(backend: backend, cache: cache, bytesCache: bytesCache, inPlace: inPlace)
     }
 
+    /// The largest record a commit accepts, in bytes of its encoding (about the size of its
+    /// properties' data): 256 MiB.
+    ///
+    /// The same everywhere, so that every store can take every version of every other: SQLite
+    /// and PostgreSQL hold at most 1 GB in one value, a merge may join the properties of two
+    /// records into one, and a transfer holds an object in memory a few times over. A larger
+    /// record is refused with ``ArborError/Code/invalidInput`` before anything is written.
+    public static let maximumRecordSize = 256 << 20
+
     /// The root of the empty index.
     static let emptyRoot: (hash: Hash, bytes: [UInt8]) = {
         let bytes = IndexNode.empty.encoded()
