@@ -645,7 +645,6 @@ final class LMDBTransaction {
         if code != 0 && code != MDB_NOTFOUND { try check("mdb_cursor_get", code) }
         return result
     }
-
 }
 
 /// Where a file is mapped in this process, and how long it is known to be: to check that a

@@ -7,9 +7,10 @@ import Glibc
 import Darwin
 #endif
 
-/// A file system that really fills up, or turns read-only: a tmpfs of a few megabytes mounted for one test, which
-/// the test can grow to make room again. Mounting needs root (CAP_SYS_ADMIN): where it is
-/// refused, ``mount(megabytes:)`` says so loudly and returns `nil`.
+/// A file system that really fills up, or turns read-only: a tmpfs of a few megabytes mounted
+/// for one test, which the test can grow to make room again, or remount read-only. Mounting
+/// needs root (CAP_SYS_ADMIN): where it is refused, ``mount(megabytes:owner:)`` says so loudly
+/// and returns `nil`.
 final class SmallDisk: Sendable {
     let path: String
 
@@ -23,7 +24,7 @@ final class SmallDisk: Sendable {
         let ownership = owner.map { ",uid=\($0.uid),gid=\($0.gid)" } ?? ""
         guard run(["mount", "-t", "tmpfs", "-o", "size=\(megabytes)m,mode=0700\(ownership)", "tmpfs", path]) else {
             rmdir(path)
-            print("⚠️  full-disk test skipped: this machine refuses to mount a tmpfs (it needs root)")
+            print("⚠️  test skipped: this machine refuses to mount a tmpfs, which the full-disk and read-only-disk tests need (root)")
             return nil
         }
         return SmallDisk(path: path)
