@@ -104,11 +104,17 @@ public final class JSONBackend: Backend {
             throw ArborError(.notFound, "no store at \(path): the folder does not exist", backend: "json", operation: "open")
         }
         let markerPath = path + "/" + markerName
-        guard FileSystem.exists(markerPath) else {
-            throw ArborError(.notFound, "no store at \(path): \(markerName) is missing", backend: "json", operation: "open")
+        // Read, not tested for: a marker this user may not read is not a missing one.
+        let markerBytes: [UInt8]
+        do { markerBytes = try FileSystem.read(markerPath) } catch let error as ArborError {
+            switch error.code {
+            case .notFound: throw ArborError(.notFound, "no store at \(path): \(markerName) is missing", backend: "json", operation: "open")
+            case .permissionDenied: throw ArborError(.permissionDenied, "cannot read the store at \(path): \(error.message) (does it belong to another user?)", backend: "json", operation: "open")
+            default: throw error
+            }
         }
         let marker: JSONValue
-        do { marker = try JSONValue.parse(try FileSystem.read(markerPath)) } catch let error as ArborError {
+        do { marker = try JSONValue.parse(markerBytes) } catch let error as ArborError {
             throw ArborError(.unsupportedFormat, "\(markerPath) is not an Arbor store marker", backend: "json", operation: "open", underlying: error)
         }
         guard marker["format"]?.stringValue == formatName else {

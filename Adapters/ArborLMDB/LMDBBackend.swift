@@ -142,9 +142,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         case .folder(let id):
             folder = id
         }
-        guard LMDBEnvironment.fileExists(path + "/data.mdb") else {
-            throw ArborError(.notFound, "no store at \(path): data.mdb is missing", backend: "lmdb", operation: "open")
-        }
+        if let problem = LMDBEnvironment.dataFileProblem(in: path) { throw problem }
         // LMDB would take an empty data.mdb for a new environment and write one there.
         guard LMDBEnvironment.fileLength(path + "/data.mdb") != 0 else {
             throw ArborError(.corruptObject, "\(path)/data.mdb is empty (0 bytes): the file was cut short, or never written; it was left untouched", backend: "lmdb", operation: "open")

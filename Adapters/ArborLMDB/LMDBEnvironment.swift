@@ -154,6 +154,20 @@ final class LMDBEnvironment: @unchecked Sendable {
         return stat(path, &info) == 0
     }
 
+    /// Why the store in the folder `path` cannot be opened for want of its `data.mdb`: missing
+    /// (``ArborError/Code/notFound``), or in a folder this user may not read
+    /// (``ArborError/Code/permissionDenied``), which is not the same; `nil` if it is there.
+    static func dataFileProblem(in path: String) -> ArborError? {
+        var info = stat()
+        guard stat(path + "/data.mdb", &info) != 0 else { return nil }
+        let code = errno
+        if code == ENOENT || code == ENOTDIR {
+            return ArborError(.notFound, "no store at \(path): data.mdb is missing", backend: "lmdb", operation: "open")
+        }
+        let kind: ArborError.Code = code == EACCES || code == EPERM ? .permissionDenied : .io
+        return ArborError(kind, "cannot read the store at \(path): \(String(cString: strerror(code))) (does it belong to another user?)", backend: "lmdb", operation: "open")
+    }
+
     /// Whether `path` is on a file system mounted read-only (`false` if that cannot be told).
     static func isOnReadOnlyFileSystem(_ path: String) -> Bool {
         var info = statvfs()

@@ -92,8 +92,19 @@ final class SQLiteConnection: @unchecked Sendable {
         guard result == .ok, let handle else {
             // Even a failed open may allocate a handle that holds the message; release it.
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? result.description
+            // SQLite's "unable to open database file" hides the cause: the system's error says it.
+            let systemError = handle.map { sqlite3_system_errno($0) } ?? 0
             if let handle { sqlite3_close_v2(handle) }
-            throw ArborError(result.arborCode, "sqlite3_open_v2 \(path) failed: \(message) (\(result.description), code \(result.rawValue))", backend: "sqlite", operation: operation)
+            var code = result.arborCode
+            var cause = ""
+            if systemError != 0 {
+                cause = ": \(String(cString: strerror(systemError)))"
+                if systemError == EACCES || systemError == EPERM {
+                    code = .permissionDenied
+                    cause += " (does the store, or its folder, belong to another user?)"
+                }
+            }
+            throw ArborError(code, "sqlite3_open_v2 \(path) failed: \(message)\(cause) (\(result.description), code \(result.rawValue))", backend: "sqlite", operation: operation)
         }
         sqlite3_extended_result_codes(handle, 1)
         return SQLiteConnection(path: path, handle: handle)
