@@ -240,10 +240,11 @@ struct CopyRecord {
 struct LinkCheck {
     let target: any Backend
     /// At most this many hashes are kept of the objects seen, and of the names not yet matched;
-    /// past it, names are asked of the store in batches. With 500,000, migrating a store of
-    /// 826,000 objects peaked at 244-260 MB of heap, and at 185-198 MB with 200,000, as fast
-    /// (LMDB into SQLite and into PostgreSQL, two runs each); at 275,000 objects the asking
-    /// costs 0.1-0.3 s of verification (PostgreSQL into SQLite) and saves 10-18 MB.
+    /// past it, names are asked of the store in batches. Migrating a store of 826,000 objects
+    /// from LMDB peaked at 244-260 MB of heap into PostgreSQL with 500,000, and at 190-198 MB
+    /// with 200,000, as fast (into SQLite: 254-255 MB, and 185-191 MB with 150,000). At 275,000
+    /// objects the asking costs 0.1-0.3 s of verification (PostgreSQL into SQLite) and saves
+    /// 10-18 MB.
     var memoryLimit = 200_000
     private var seen = Set<Hash>()
     private var pending = Set<Hash>()
