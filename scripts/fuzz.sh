@@ -5,9 +5,11 @@
 # (Fuzz/Sources/ArborFuzz/FuzzTarget.swift). The corpus grows in .build-fuzz/corpus; an input
 # that crashes, leaks past the memory limit or hangs is written to .build-fuzz/crashes/ and
 # the script fails. Replay one with: .build-fuzz/release/arbor-fuzz FILE
+# Arguments after SECONDS go to libFuzzer (scripts/test.sh passes -runs=N -seed=S under CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-300}"
+shift || true
 build=.build-fuzz
 swift build -c release --package-path Fuzz --build-path "$build" \
   -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -enable-testing \
@@ -18,4 +20,4 @@ mkdir -p "$build/corpus" "$build/crashes"
 # No leak checks: a store input's task is freed after the input returns, and LeakSanitizer
 # then scans the heap after nearly every input (about ten times slower).
 "$binary" "$build/corpus" -max_total_time="$seconds" -max_len=8192 -timeout=10 -detect_leaks=0 \
-  -rss_limit_mb=2048 -malloc_limit_mb=64 -artifact_prefix="$build/crashes/" -print_final_stats=1
+  -rss_limit_mb=2048 -malloc_limit_mb=64 -artifact_prefix="$build/crashes/" -print_final_stats=1 "$@"
