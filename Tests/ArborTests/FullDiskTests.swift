@@ -54,8 +54,7 @@ import Darwin
     }
 
     static func isDiskFull(_ error: any Error) -> Bool {
-        guard let error = error as? ArborError else { return false }
-        return error.code == .io && error.message.contains("full")
+        isArborError(error, .io, mentioning: "full")
     }
 
     @Test(arguments: Engine.allCases) func aCommitThatFillsTheDiskFailsAndLosesNothing(engine: Engine) async throws {

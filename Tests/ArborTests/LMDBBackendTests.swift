@@ -196,9 +196,8 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
             let length = try #require(try FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int)
             for cut in [length / 2, 12_288, 0] {
                 #expect(truncate(dataFile, off_t(cut)) == 0)
-                #expect { try LMDBBackend.open(.init(path: path)) } throws: { error in
-                    guard let error = error as? ArborError, error.code == .corruptObject else { return false }
-                    return error.message.contains(dataFile) && (cut == 0 ? error.message.contains("empty") : error.message.contains("cut short"))
+                #expect { try LMDBBackend.open(.init(path: path)) } throws: {
+                    isArborError($0, .corruptObject, mentioning: dataFile, cut == 0 ? "empty" : "cut short")
                 }
                 #expect(try FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int == cut, "the file was left as it was")
             }
@@ -229,13 +228,9 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
             try Data(file).write(to: URL(fileURLWithPath: dataFile))
 
             let damaged = try LMDBBackend.open(.init(path: path))
-            let isDamage = { (error: any Error) in
-                guard let error = error as? ArborError else { return false }
-                return error.code == .corruptObject && error.message.contains("runs past") && error.message.contains(path)
-            }
-            await #expect { try await damaged.get([hash]) } throws: { isDamage($0) }
-            #expect { try damaged.withObjectBytes(hash) { $0?.count } } throws: { isDamage($0) }
-            await #expect { try await damaged.enumerateObjects(batchSize: 10) { _ in } } throws: { isDamage($0) }
+            await #expect { try await damaged.get([hash]) } throws: { isArborError($0, .corruptObject, mentioning: "runs past", path) }
+            #expect { try damaged.withObjectBytes(hash) { $0?.count } } throws: { isArborError($0, .corruptObject, mentioning: "runs past", path) }
+            await #expect { try await damaged.enumerateObjects(batchSize: 10) { _ in } } throws: { isArborError($0, .corruptObject, mentioning: "runs past", path) }
             try await damaged.close()
         }
     }

@@ -13,8 +13,7 @@ import Testing
     typealias Engine = OnDiskAdapterTests.Engine
 
     static func isReadOnlyRefusal(_ error: any Error) -> Bool {
-        guard let error = error as? ArborError else { return false }
-        return error.code == .permissionDenied && error.message.contains("read-only file system")
+        isArborError(error, .permissionDenied, mentioning: "read-only file system")
     }
 
     @Test(arguments: Engine.allCases) func aStoreOnAReadOnlyDiskIsReadAndMigratedButNotChanged(engine: Engine) async throws {
@@ -62,10 +61,7 @@ import Testing
         try await store.close()
         try disk.remount(readOnly: true)
 
-        #expect { try SQLiteBackend.open(.init(path: copy)) } throws: { error in
-            guard let error = error as? ArborError else { return false }
-            return error.code == .permissionDenied && error.message.contains("-wal") && error.message.contains(copy)
-        }
+        #expect { try SQLiteBackend.open(.init(path: copy)) } throws: { isArborError($0, .permissionDenied, mentioning: "-wal", copy) }
         try disk.remount(readOnly: false)
         let reopened = Store(backend: try SQLiteBackend.open(.init(path: copy)))
         #expect(try await reopened.head()?.id == head.id)
@@ -92,9 +88,8 @@ import Testing
         let report = try await store.migrate(to: Store(backend: MemoryBackend()))
         #expect(report.verified && report.heads == [head.id])
         await #expect { try await store.save(Task(id: "new", title: "refused", done: false)) } throws: { error in
-            guard let error = error as? ArborError else { return false }
             let password = PostgresTestServer.password ?? ""
-            return error.code == .permissionDenied && error.message.contains("read-only") && (password.isEmpty || !"\(error)".contains(password))
+            return isArborError(error, .permissionDenied, mentioning: "read-only") && (password.isEmpty || !"\(error)".contains(password))
         }
         try await store.close()
     }

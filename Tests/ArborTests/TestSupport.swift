@@ -77,6 +77,12 @@ struct SeededGenerator: RandomNumberGenerator {
     }
 }
 
+/// Whether `error` is an ``ArborError`` of `code` whose message contains each of `texts`.
+func isArborError(_ error: any Error, _ code: ArborError.Code, mentioning texts: String...) -> Bool {
+    guard let error = error as? ArborError, error.code == code else { return false }
+    return texts.allSatisfy { error.message.contains($0) }
+}
+
 /// A fresh temporary folder path (not created).
 func temporaryPath(_ label: String) -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent("arbor-test-\(label)-\(UUID().uuidString)").path

@@ -26,8 +26,8 @@ extension Store {
     /// - Complexity: O(*N*) objects read and written for the *N* objects the history needs
     ///   (with `latestOnly`, the objects of the heads' indexes); to verify, one pass over the
     ///   target's objects (``Backend/enumerateObjects(batchSize:_:)``), with O(*N*) existence
-    ///   checks in the source in batches for a resumed migration (in the target too past half a
-    ///   million objects).
+    ///   checks in the source in batches for a resumed migration (in the target too past 200,000
+    ///   objects, ``LinkCheck``'s memory limit).
     @discardableResult
     public func migrate(
         to target: Store, latestOnly: Bool = false, verify: Bool = true, progress: TransferProgressHandler? = nil
