@@ -107,6 +107,14 @@ struct ArborBenchmarks {
                     }
                 case "sync":
                     try await SyncBenchmark().run()
+                case "history":
+                    for engine in adapters == ["memory", "json"] ? ["sqlite"] : adapters {
+                        guard ["sqlite", "lmdb", "json"].contains(engine) else {
+                            print("history runs on file engines: sqlite, lmdb, json")
+                            exit(2)
+                        }
+                        try await HistoryBenchmark(versions: records, engine: engine).run()
+                    }
                 case "transfer":
                     try await transferBenchmark(adapters: adapters, records: records, jsonRecords: jsonRecords, batch: batch).run()
                 case "integrity":
@@ -123,7 +131,7 @@ struct ArborBenchmarks {
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records, reads: reads, orderedIDs: orderedIDs).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, reads, merge, sync, postgres, transfer, integrity")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, reads, merge, sync, history, postgres, transfer, integrity")
                     exit(2)
                 }
             }

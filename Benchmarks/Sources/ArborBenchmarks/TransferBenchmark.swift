@@ -238,4 +238,7 @@ final class AnonymousMemorySampler: Sendable {
     }
 
     var peakMegabytes: Double { peak.withLock { $0 } }
+
+    /// Starts a new peak from the current figure.
+    func reset() { peak.withLock { $0 = TransferBenchmark.statusMegabytes("RssAnon") } }
 }
