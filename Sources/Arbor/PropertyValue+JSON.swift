@@ -148,6 +148,9 @@ extension PropertyValue {
 /// UTC timestamps of the form `2026-01-02T03:04:05.678Z`, formatted and parsed without locale
 /// or calendar state, so that the same date always gives the same text on every platform.
 enum ISODate {
+    /// Milliseconds from 1970 to the start of the year 10000.
+    static let endOfYear9999: UInt64 = 253_402_300_800_000
+
     /// The text for `date` at millisecond precision, and whether parsing it gives `date` back exactly.
     static func format(_ date: Date) -> (text: String, exact: Bool) {
         let seconds = date.timeIntervalSince1970

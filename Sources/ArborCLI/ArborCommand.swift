@@ -44,6 +44,7 @@ public struct ArborCommand: AsyncParsableCommand {
                 // Help and other clean exits go to standard output, failures to standard error.
                 var stream = code.isSuccess ? StandardStream.output : StandardStream.error
                 print(message, to: &stream)
+                stream.flush()
             }
             Foundation.exit(code.rawValue)
         }

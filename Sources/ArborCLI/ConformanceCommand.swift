@@ -40,10 +40,12 @@ public struct ConformanceCommand: AsyncParsableCommand {
 
     public func run() async throws {
         var output = StandardStream.output
+        defer { output.flush() }
         let succeeded: Bool
         do {
             succeeded = try await execute(&output)
         } catch {
+            output.flush()
             var errors = StandardStream.error
             print("error: \((error as? ArborError)?.description ?? String(describing: error))", to: &errors)
             throw ExitCode.failure

@@ -40,18 +40,12 @@ enum Rendering {
         [
             ("id", .string(version.id.hex)),
             ("parents", .array(version.parents.map { .string($0.hex) })),
-            ("time", .string(isoTime(version.time))),
+            ("time", .string(version.time.timestamp)),
             ("counter", .number(String(version.time.counter))),
             ("replica", .string(version.replica)),
             ("message", .string(version.message)),
             ("recordCount", .number(String(version.recordCount))),
         ]
-    }
-
-    static func isoTime(_ time: HybridTime) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: time.date)
     }
 
     /// `number` and the noun that goes with it: "1 record", "2 records".

@@ -1,14 +1,44 @@
 import Foundation
 
-/// Standard output or standard error as a `TextOutputStream`.
-struct StandardStream: TextOutputStream {
-    let handle: FileHandle
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
-    static var output: StandardStream { StandardStream(handle: .standardOutput) }
-    static var error: StandardStream { StandardStream(handle: .standardError) }
+/// Standard output or standard error as a `TextOutputStream`, buffered as C's stdio buffers
+/// them: standard output by line on a terminal and in blocks of 64 KB when piped or redirected
+/// (`arbor log` of 100,000 versions made 200,000 writes, two a line), standard error not at all.
+/// Whatever is left is written by ``flush()`` or when the stream goes away.
+final class StandardStream: TextOutputStream {
+    private let handle: FileHandle
+    private let flushesEveryLine: Bool
+    private var buffer: [UInt8] = []
+    private static let blockSize = 65_536
 
-    mutating func write(_ string: String) {
-        // A closed pipe (`arbor log | head`) is not worth failing over.
-        try? handle.write(contentsOf: Data(string.utf8))
+    private init(handle: FileHandle, flushesEveryLine: Bool) {
+        self.handle = handle
+        self.flushesEveryLine = flushesEveryLine
     }
+
+    static var output: StandardStream {
+        StandardStream(handle: .standardOutput, flushesEveryLine: isatty(FileHandle.standardOutput.fileDescriptor) != 0)
+    }
+
+    static var error: StandardStream { StandardStream(handle: .standardError, flushesEveryLine: true) }
+
+    func write(_ string: String) {
+        buffer.append(contentsOf: string.utf8)
+        if buffer.count >= Self.blockSize || (flushesEveryLine && buffer.last == UInt8(ascii: "\n")) { flush() }
+    }
+
+    /// Writes out what is buffered.
+    func flush() {
+        guard !buffer.isEmpty else { return }
+        // A closed pipe (`arbor log | head`) is not worth failing over.
+        try? handle.write(contentsOf: buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    deinit { flush() }
 }

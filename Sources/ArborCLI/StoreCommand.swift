@@ -27,11 +27,14 @@ extension OutputCommand {
     /// error and ends the process with exit code 1.
     func executeOnStandardOutput() async throws {
         var output = StandardStream.output
+        defer { output.flush() }
         do {
             try await execute(&output)
         } catch let exit as ExitCode {
             throw exit
         } catch {
+            // What the command printed before it failed comes first.
+            output.flush()
             var errors = StandardStream.error
             print("error: \(errorMessage(for: error))", to: &errors)
             throw ExitCode.failure

@@ -212,6 +212,21 @@ import Testing
         #expect(ISODate.format(Date(timeIntervalSince1970: -0.5)).text == "1969-12-31T23:59:59.500Z")
     }
 
+    @Test func commitTimesPrintAsFoundationFormatsThem() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var generator = SystemRandomNumberGenerator()
+        let samples = (0..<1_000).map { _ in UInt64.random(in: 0..<ISODate.endOfYear9999, using: &generator) }
+        for milliseconds in [0, 1, 999, 1_000, 951_782_400_000, 1_764_030_243_989, ISODate.endOfYear9999 - 1] + samples {
+            let time = HybridTime(milliseconds: milliseconds)
+            #expect(time.timestamp == formatter.string(from: Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000)) + TimeInterval(milliseconds % 1000) / 1000 + 0.0001), "\(milliseconds)")
+        }
+        #expect(HybridTime(milliseconds: 1_764_030_243_989, counter: 2).description == "2025-11-25T00:24:03.989Z+2")
+        #expect(HybridTime(milliseconds: 0).description == "1970-01-01T00:00:00.000Z")
+        #expect(HybridTime(milliseconds: .max, counter: .max).description == "18446744073709551615 ms after 1970+4294967295")
+        #expect(HybridTime(milliseconds: ISODate.endOfYear9999).timestamp == "253402300800000 ms after 1970")
+    }
+
     @Test func objectRenderingsRebuildTheSameBytes() throws {
         let record = RecordCoding.encode(try RecordEncoder.records(of: Everything(id: 1))[0].properties)
         let leaf = IndexNode(level: 0, entries: [
