@@ -39,10 +39,11 @@ public enum JSONValue: Equatable, Sendable {
 
     // MARK: Serializing
 
-    /// The document as text: compact, or indented by two spaces when `pretty`.
-    public func serialized(pretty: Bool = false) -> String {
+    /// The document as text: compact, or indented by two spaces when `pretty`, as if nested
+    /// `depth` levels deep (for a document written a part at a time).
+    public func serialized(pretty: Bool = false, depth: Int = 0) -> String {
         var output = [UInt8]()
-        write(to: &output, pretty: pretty, indent: 0)
+        write(to: &output, pretty: pretty, indent: depth)
         return String(decoding: output, as: UTF8.self)
     }
 

@@ -29,15 +29,23 @@ public struct DiffCommand: StoreCommand {
     public func run() async throws { try await executeOnStandardOutput() }
 
     public func execute(_ output: inout some TextOutputStream) async throws {
-        let changes = try await store.withStore { store in
+        // Printed as the diff is found, a batch at a time: a diff of a whole store is long.
+        var printer = JSONArrayPrinter()
+        try await store.withStore { store in
             let old = try await store.resolve(from)
             let new = try await store.resolve(to)
-            return try await store.diff(from: old.id, to: new.id)
+            if format.json { printer.begin(&output) }
+            try await store.diff(from: old.id, to: new.id, batchSize: 1_000) { changes in
+                if format.json {
+                    printer.print(changes.map(Rendering.json), to: &output)
+                } else {
+                    for line in Rendering.lines(changes) { print(line, to: &output) }
+                }
+            }
         }
         if format.json {
-            print(JSONValue.array(changes.map(Rendering.json)).serialized(pretty: true), to: &output)
-        } else {
-            for line in Rendering.lines(changes) { print(line, to: &output) }
+            printer.end(&output)
+            print("", to: &output)
         }
     }
 }

@@ -23,19 +23,34 @@ public struct ShowCommand: StoreCommand {
     public func run() async throws { try await executeOnStandardOutput() }
 
     public func execute(_ output: inout some TextOutputStream) async throws {
-        let (version, changes) = try await store.withStore { store in
+        // The changes are printed as they are found, a batch at a time: a commit can hold millions.
+        try await store.withStore { store in
             let version = try await store.resolve(self.version)
-            return (version, try await store.changes(in: version.id))
-        }
-        if format.json {
-            var members = Rendering.members(of: version)
-            members.append(("changes", .array(changes.map(Rendering.json))))
-            print(JSONValue.object(members).serialized(pretty: true), to: &output)
-        } else {
-            for line in Rendering.details(version) { print(line, to: &output) }
-            if !changes.isEmpty {
-                print("", to: &output)
-                for line in Rendering.lines(changes) { print(line, to: &output) }
+            var printer = JSONArrayPrinter(depth: 1)
+            if format.json {
+                // The version's members, then "changes" last, its array printed in batches.
+                output.write("{")
+                for member in Rendering.members(of: version) {
+                    output.write("\n  " + JSONValue.string(member.key).serialized() + ": " + member.value.serialized(pretty: true, depth: 1) + ",")
+                }
+                output.write("\n  \"changes\": ")
+                printer.begin(&output)
+            } else {
+                for line in Rendering.details(version) { print(line, to: &output) }
+            }
+            var first = true
+            try await store.diff(from: version.parents.first, to: version.id, batchSize: 1_000) { changes in
+                if format.json {
+                    printer.print(changes.map(Rendering.json), to: &output)
+                } else {
+                    if first && !changes.isEmpty { print("", to: &output) }
+                    for line in Rendering.lines(changes) { print(line, to: &output) }
+                }
+                first = false
+            }
+            if format.json {
+                printer.end(&output)
+                print("\n}", to: &output)
             }
         }
     }

@@ -202,6 +202,43 @@ import Testing
         }
     }
 
+    /// diff and show print a long diff a batch of 1,000 changes at a time; the text and the JSON
+    /// document read as if printed whole.
+    @Test func longDiffsPrintInBatchesAsOneDocument() async throws {
+        try await withJSONStore { url async throws in
+            let first = try committedHash(try await arbor("put", url, "Task", "0000", #"{"title": "first"}"#))
+            let store = Store(backend: try JSONBackend.open(.init(path: String(url.dropFirst("json:".count)))))
+            var changes = ChangeSet()
+            for index in 0..<2_500 {
+                try changes.save(Record(key: RecordKey(type: "Task", id: String(format: "%04d", index)), properties: ["title": .string("task \(index)")]))
+            }
+            let second = try await store.commit(changes, message: "many")
+            let expected = try await store.diff(from: try await store.resolve(first).id, to: second.id)
+            try await store.close()
+            #expect(expected.count == 2_500)
+
+            let text = lines(try await arbor("diff", url, first, "HEAD"))
+            #expect(text.count == 2 * 2_500)
+            #expect(text.filter { !$0.hasPrefix(" ") } == ["~ Task/0000"] + (1..<2_500).map { String(format: "+ Task/%04d", $0) })
+            let document = try await arbor("diff", url, first, "HEAD", "--json")
+            let parsed = try json(document)
+            #expect(parsed.serialized(pretty: true) + "\n" == document)
+            #expect(parsed.elements.map { $0["id"] } == expected.map { .string($0.key.id) })
+
+            let show = try await arbor("show", url, "HEAD", "--json")
+            let shown = try json(show)
+            #expect(shown.serialized(pretty: true) + "\n" == show)
+            #expect(shown["changes"] == parsed)
+            #expect(shown["message"] == .string("many"))
+            let showText = lines(try await arbor("show", url, "HEAD"))
+            #expect(Array(showText.suffix(text.count)) == text)
+
+            // No changes: an empty array, and in text nothing after the version.
+            #expect(try await arbor("diff", url, "HEAD", "HEAD", "--json") == "[]\n")
+            #expect(try json(try await arbor("show", url, first, "--json"))["changes"]?.elements.count == 1)
+        }
+    }
+
     @Test func deletingAnOwnerDeletesItsChildren() async throws {
         try await withJSONStore { url async throws in
             _ = try await arbor("put", url, "Task", "t1", #"{"title": "child"}"#)

@@ -255,6 +255,54 @@ import Testing
     }
 }
 
+@Suite struct StreamedDiffTests {
+    /// A diff handed out in batches: the same changes as the whole diff, in key order, each
+    /// batch within the size asked for, and the walk's leaves not kept by the operation.
+    @Test func batchesMakeTheWholeDiff() async throws {
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "x"))
+        var first = ChangeSet()
+        for index in stride(from: 0, to: 3_000, by: 2) { try first.save(Task(id: String(format: "%05d", index), title: "even", done: false)) }
+        let v1 = try await store.commit(first)
+        var second = ChangeSet()
+        for index in stride(from: 1, to: 3_000, by: 2) { try second.save(Task(id: String(format: "%05d", index), title: "odd", done: false)) }
+        for index in stride(from: 0, to: 3_000, by: 6) { try second.save(Task(id: String(format: "%05d", index), title: "changed", done: true)) }
+        for index in stride(from: 2, to: 3_000, by: 6) { second.delete(RecordKey(type: Task.typeName, id: String(format: "%05d", index))) }
+        let v2 = try await store.commit(second)
+
+        let whole = try await store.diff(from: v1.id, to: v2.id)
+        #expect(whole.count == 1_500 + 500 + 500)
+        for batchSize in [1, 7, 1_000, 10_000] {
+            var batches = [[RecordChange]]()
+            try await store.diff(from: v1.id, to: v2.id, batchSize: batchSize) { batches.append($0) }
+            #expect(batches.allSatisfy { !$0.isEmpty && $0.count <= batchSize })
+            #expect(batches.count == (whole.count + batchSize - 1) / batchSize)
+            #expect(batches.flatMap { $0 } == whole)
+        }
+        var fromEmpty = 0
+        try await store.diff(from: nil, to: v2.id, batchSize: 100) { fromEmpty += $0.count }
+        #expect(fromEmpty == v2.recordCount)
+        await #expect(throws: ArborError.self) { try await store.diff(from: v1.id, to: v2.id, batchSize: 0) { _ in } }
+    }
+
+    /// Without remembering, a diff's walk reads each leaf from the store's bounded caches and
+    /// keeps none itself: a source that remembers holds every node it read.
+    @Test func aStreamedWalkKeepsNoNodes() async throws {
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "x"))
+        var changes = ChangeSet()
+        for index in 0..<2_000 { try changes.save(Task(id: String(format: "%05d", index), title: "t", done: false)) }
+        let version = try await store.commit(changes)
+        let root = try await store.version(version.id).root
+        let remembering = store.makeSource()
+        var count = 0
+        try await ProllyTree.diff(Store.emptyRoot.hash, root, source: remembering, batchSize: 100) { count += $0.count }
+        let forgetting = store.makeSource()
+        try await ProllyTree.diff(Store.emptyRoot.hash, root, source: forgetting, batchSize: 100, remember: false) { count += $0.count }
+        #expect(count == 4_000)
+        #expect(remembering.rememberedBytesCount > 100)
+        #expect(forgetting.rememberedBytesCount == 0)
+    }
+}
+
 @Suite struct RootSplitTests {
     /// Inserting a boundary key before every key of a one-leaf index splits the root into a new
     /// leaf and the unchanged old one; both must be kept under the new root.

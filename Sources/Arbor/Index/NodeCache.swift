@@ -114,6 +114,8 @@ final class NodeSource {
     /// Every node this operation read as ``NodeBytes``: it never fetches a node twice, whatever
     /// the store's caches hold.
     private var localBytes: [Hash: NodeBytes] = [:]
+    /// How many nodes this operation keeps as ``NodeBytes``.
+    var rememberedBytesCount: Int { localBytes.count }
 
     /// The store's nodes as point reads keep them (``nodeBytes(_:)``).
     let bytesCache: ObjectCache<NodeBytes>
@@ -142,9 +144,12 @@ final class NodeSource {
     /// Node `hash` as point reads and diffs use it (``NodeBytes``): from this operation's reads,
     /// from the store's cache of them, from this operation's new nodes, encoded again from a
     /// decoded node, or fetched, verified, checked and cached.
-    func nodeBytes(_ hash: Hash) async throws -> NodeBytes {
-        if let node = try knownBytes(hash) { return node }
-        return try await fetchBytes([hash])[0]
+    ///
+    /// Without `remember`, the node is not kept for the rest of the operation (the store's cache
+    /// may keep it): for walks that read each node once over more nodes than memory should hold.
+    func nodeBytes(_ hash: Hash, remember: Bool = true) async throws -> NodeBytes {
+        if let node = try knownBytes(hash, remember: remember) { return node }
+        return try await fetchBytes([hash], remember: remember)[0]
     }
 
     /// One level of a point read at node `hash`: the branch to search for the child that covers

@@ -14,17 +14,37 @@ extension ProllyTree {
     ///
     /// - Complexity: O(k log n) node reads for `k` differences; none when the roots are equal.
     static func diff(_ old: Hash, _ new: Hash, source: NodeSource) async throws -> [IndexDifference] {
-        guard old != new else { return [] }
+        var differences = [IndexDifference]()
+        try await diff(old, new, source: source, batchSize: .max) { differences.append(contentsOf: $0) }
+        return differences
+    }
+
+    /// The keys whose payloads differ between the trees at `old` and `new`, in key order, handed
+    /// to `body` in batches of up to `batchSize` as the walk finds them.
+    ///
+    /// With `remember`, `source` keeps every node read for the rest of its operation (a merge
+    /// diffs twice against one base); without, memory holds one batch, the leaves whose entries
+    /// are still to be compared and the stacks of subtrees still to be walked, whatever the
+    /// number of differences.
+    ///
+    /// - Complexity: O(k log n) node reads for `k` differences.
+    static func diff(
+        _ old: Hash, _ new: Hash, source: NodeSource, batchSize: Int, remember: Bool = true,
+        _ body: ([IndexDifference]) async throws -> Void
+    ) async throws {
+        guard old != new else { return }
         // Nodes are read as bytes and compared in place; only differing entries are decoded.
-        // An item is a subtree not yet read, or entry `index` of the node in `nodes[slot]`.
+        // An item is a subtree not yet read, or entry `index` of the leaf in `nodes[slot]`. A leaf's
+        // entries are stacked last first, so the walk is done with it when it takes its last.
         enum Item {
             case node(Hash, level: Int)
             case entry(slot: Int, index: Int)
             var level: Int { if case .node(_, let level) = self { level } else { -1 } }
         }
-        var nodes = [NodeBytes]()
-        let oldRoot = try await source.nodeBytes(old)
-        let newRoot = try await source.nodeBytes(new)
+        // Emptied slot by slot (a leaf's bytes go once its entries are taken), not removed.
+        var nodes = [NodeBytes?]()
+        let oldRoot = try await source.nodeBytes(old, remember: remember)
+        let newRoot = try await source.nodeBytes(new, remember: remember)
         // Stacks: the head of each sequence is the last element.
         // Sized once for a few levels of children: growing a stack step by step reallocated it
         // on every diff, and large allocations are slow in a heap of millions of small ones.
@@ -35,9 +55,16 @@ extension ProllyTree {
         right.append(.node(new, level: newRoot.level))
         var differences = [IndexDifference]()
 
+        func emit(_ difference: IndexDifference) async throws {
+            differences.append(difference)
+            if differences.count >= batchSize {
+                try await body(differences)
+                differences.removeAll(keepingCapacity: true)
+            }
+        }
         func expand(_ stack: inout [Item]) async throws {
             guard case .node(let hash, let level) = stack.removeLast() else { return }
-            let node = try await source.nodeBytes(hash)
+            let node = try await source.nodeBytes(hash, remember: remember)
             guard node.level == level else { throw wrongLevel(hash, node.level, under: level + 1) }
             if level == 0 {
                 nodes.append(node)
@@ -47,39 +74,45 @@ extension ProllyTree {
             }
         }
         func difference(_ item: (slot: Int, index: Int), old isOld: Bool) throws -> IndexDifference {
-            let node = nodes[item.slot]
+            let node = nodes[item.slot]!
             let payload = try node.payload(at: item.index)
             return IndexDifference(key: node.key(at: item.index), old: isOld ? payload : nil, new: isOld ? nil : payload)
+        }
+        /// Takes the entry at the head of `stack`, and its leaf when it was the leaf's last.
+        func pop(_ stack: inout [Item]) {
+            if case .entry(let slot, let index) = stack.removeLast(), index == nodes[slot]!.count - 1 { nodes[slot] = nil }
         }
 
         while true {
             switch (left.last, right.last) {
             case (nil, nil):
-                return differences
+                if !differences.isEmpty { try await body(differences) }
+                return
             case (.entry(let slot, let index)?, nil):
-                differences.append(try difference((slot, index), old: true))
-                left.removeLast()
+                try await emit(try difference((slot, index), old: true))
+                pop(&left)
             case (.node?, nil):
                 try await expand(&left)
             case (nil, .entry(let slot, let index)?):
-                differences.append(try difference((slot, index), old: false))
-                right.removeLast()
+                try await emit(try difference((slot, index), old: false))
+                pop(&right)
             case (nil, .node?):
                 try await expand(&right)
             case (.entry(let a, let i)?, .entry(let b, let j)?):
-                let order = nodes[a].compareKey(i, with: nodes[b], j)
+                let (leafA, leafB) = (nodes[a]!, nodes[b]!)
+                let order = leafA.compareKey(i, with: leafB, j)
                 if order < 0 {
-                    differences.append(try difference((a, i), old: true))
-                    left.removeLast()
+                    try await emit(try difference((a, i), old: true))
+                    pop(&left)
                 } else if order > 0 {
-                    differences.append(try difference((b, j), old: false))
-                    right.removeLast()
+                    try await emit(try difference((b, j), old: false))
+                    pop(&right)
                 } else {
-                    if !nodes[a].hasSamePayload(i, as: nodes[b], j) {
-                        differences.append(IndexDifference(key: nodes[a].key(at: i), old: try nodes[a].payload(at: i), new: try nodes[b].payload(at: j)))
+                    if !leafA.hasSamePayload(i, as: leafB, j) {
+                        try await emit(IndexDifference(key: leafA.key(at: i), old: try leafA.payload(at: i), new: try leafB.payload(at: j)))
                     }
-                    left.removeLast()
-                    right.removeLast()
+                    pop(&left)
+                    pop(&right)
                 }
             case (let a?, let b?):
                 if case .node(let x, _) = a, case .node(let y, _) = b, x == y {

@@ -57,21 +57,37 @@ extension Store {
     ///
     /// - Complexity: O(k log n) node reads for `k` changed records; none when the roots match.
     public func diff(from old: Hash?, to new: Hash) async throws -> [RecordChange] {
+        var changes = [RecordChange]()
+        try await diff(from: old, to: new, batchSize: 4_096) { changes.append(contentsOf: $0) }
+        return changes
+    }
+
+    /// How the records differ from version `old` (`nil`: the empty store) to version `new`,
+    /// handed to `body` in key order, in batches of up to `batchSize` changes, as they are
+    /// found: a diff of millions of records is shown or processed without holding it whole.
+    ///
+    /// - Complexity: O(k log n) node reads for `k` changed records; none when the roots match.
+    ///   Memory for one batch and a few nodes per level of the index, whatever `k`.
+    public func diff(
+        from old: Hash?, to new: Hash, batchSize: Int, _ body: ([RecordChange]) async throws -> Void
+    ) async throws {
+        guard batchSize > 0 else { throw ArborError(.invalidInput, "a diff's batch size must be at least 1, not \(batchSize)") }
         var oldRoot = Store.emptyRoot.hash
         if let old { oldRoot = try await version(old).root }
         let newRoot = try await version(new).root
-        let source = makeSource()
-        let differences = try await ProllyTree.diff(oldRoot, newRoot, source: source)
-        let before = try await decode(differences.compactMap { difference in difference.old.map { (difference.key, $0) } })
-        let after = try await decode(differences.compactMap { difference in difference.new.map { (difference.key, $0) } })
-        var beforeByKey = [RecordKey: Record](before.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
-        var afterByKey = [RecordKey: Record](after.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
-        var changes = [RecordChange]()
-        for difference in differences {
-            let key = try RecordKey(indexBytes: difference.key[...])
-            changes.append(RecordChange(key: key, old: beforeByKey.removeValue(forKey: key), new: afterByKey.removeValue(forKey: key)))
+        try await ProllyTree.diff(oldRoot, newRoot, source: makeSource(), batchSize: batchSize, remember: false) { differences in
+            let before = try await decode(differences.compactMap { difference in difference.old.map { (difference.key, $0) } })
+            let after = try await decode(differences.compactMap { difference in difference.new.map { (difference.key, $0) } })
+            var beforeByKey = [RecordKey: Record](before.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
+            var afterByKey = [RecordKey: Record](after.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
+            var changes = [RecordChange]()
+            changes.reserveCapacity(differences.count)
+            for difference in differences {
+                let key = try RecordKey(indexBytes: difference.key[...])
+                changes.append(RecordChange(key: key, old: beforeByKey.removeValue(forKey: key), new: afterByKey.removeValue(forKey: key)))
+            }
+            try await body(changes)
         }
-        return changes
     }
 
     /// What version `id` changed relative to its first parent (or to the empty store).
