@@ -42,7 +42,7 @@ public struct ArborCommand: AsyncParsableCommand {
             let message = redactedMessage(for: error, arguments: arguments)
             if !message.isEmpty {
                 // Help and other clean exits go to standard output, failures to standard error.
-                var stream = code.isSuccess ? StandardStream.output : StandardStream.error
+                var stream = code.isSuccess ? StandardStream.output() : StandardStream.error
                 print(message, to: &stream)
                 stream.flush()
             }

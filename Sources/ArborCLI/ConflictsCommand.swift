@@ -12,6 +12,8 @@ public struct ConflictsCommand: StoreCommand {
             With --json, an array of {"type", "id", "property", "base", "ours", "theirs"}, absent members left out.
             """)
 
+    public static let printsListing = true
+
     @OptionGroup public var store: StoreOptions
 
     @OptionGroup public var format: OutputOptions

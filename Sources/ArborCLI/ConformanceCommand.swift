@@ -39,7 +39,7 @@ public struct ConformanceCommand: AsyncParsableCommand {
     }
 
     public func run() async throws {
-        var output = StandardStream.output
+        var output = StandardStream.output()
         defer { output.flush() }
         let succeeded: Bool
         do {

@@ -14,6 +14,8 @@ public struct DiffCommand: StoreCommand {
             left out (null is a value).
             """)
 
+    public static let printsListing = true
+
     @OptionGroup public var store: StoreOptions
 
     @Argument(help: ArgumentHelp("The version to compare from: a hash, a unique prefix of at least 4 hex digits, or HEAD.", valueName: "v1"))

@@ -8,6 +8,8 @@ public struct HeadsCommand: StoreCommand {
         abstract: "List the heads: the versions no other version builds on, newest first.",
         discussion: "Prints them as log does; more than one head means concurrent commits wait to be merged.")
 
+    public static let printsListing = true
+
     @OptionGroup public var store: StoreOptions
 
     @OptionGroup public var format: OutputOptions

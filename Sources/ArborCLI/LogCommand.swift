@@ -12,6 +12,8 @@ public struct LogCommand: StoreCommand {
             {"id", "parents", "time", "counter", "replica", "message", "recordCount"} with full hashes.
             """)
 
+    public static let printsListing = true
+
     @OptionGroup public var store: StoreOptions
 
     @Option(help: "List at most this many versions.")

@@ -11,6 +11,8 @@ public struct ShowCommand: StoreCommand {
             the version object of log --json with a "changes" member holding the diff --json array.
             """)
 
+    public static let printsListing = true
+
     @OptionGroup public var store: StoreOptions
 
     @Argument(help: ArgumentHelp("The version: a hash, a unique prefix of at least 4 hex digits, or HEAD.", valueName: "version"))

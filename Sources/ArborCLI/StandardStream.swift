@@ -6,10 +6,10 @@ import Glibc
 import Darwin
 #endif
 
-/// Standard output or standard error as a `TextOutputStream`, buffered as C's stdio buffers
-/// them: standard output by line on a terminal and in blocks of 64 KB when piped or redirected
-/// (`arbor log` of 100,000 versions made 200,000 writes, two a line), standard error not at all.
-/// Whatever is left is written by ``flush()`` or when the stream goes away.
+/// Standard output or standard error as a `TextOutputStream`, written a line at a time, or, for
+/// a listing piped or redirected, in blocks of 64 KB as C's stdio does (`arbor log` of 100,000
+/// versions made 200,000 writes, two a line). Whatever is left is written by ``flush()`` or
+/// when the stream goes away.
 final class StandardStream: TextOutputStream {
     private let handle: FileHandle
     private let flushesEveryLine: Bool
@@ -21,8 +21,9 @@ final class StandardStream: TextOutputStream {
         self.flushesEveryLine = flushesEveryLine
     }
 
-    static var output: StandardStream {
-        StandardStream(handle: .standardOutput, flushesEveryLine: isatty(FileHandle.standardOutput.fileDescriptor) != 0)
+    /// Standard output; `blockBuffered`: in blocks unless it is a terminal.
+    static func output(blockBuffered: Bool = false) -> StandardStream {
+        StandardStream(handle: .standardOutput, flushesEveryLine: !blockBuffered || isatty(FileHandle.standardOutput.fileDescriptor) != 0)
     }
 
     static var error: StandardStream { StandardStream(handle: .standardError, flushesEveryLine: true) }

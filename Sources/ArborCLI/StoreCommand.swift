@@ -10,6 +10,16 @@ public protocol OutputCommand: AsyncParsableCommand {
     /// Does the command's work, writing its output to `output`. Failures are thrown, with any
     /// password in the store URLs redacted.
     func execute(_ output: inout some TextOutputStream) async throws
+
+    /// Whether the command prints a listing (versions, changes) that may run to millions of
+    /// lines: its standard output is then written in blocks when piped, as stdio does. Other
+    /// commands' lines are written as they are printed, so a line a transfer printed before a
+    /// Ctrl-C is not lost with the process.
+    static var printsListing: Bool { get }
+}
+
+extension OutputCommand {
+    public static var printsListing: Bool { false }
 }
 
 /// A subcommand that works on one store.
@@ -26,7 +36,7 @@ extension OutputCommand {
     /// Executes the command on standard output. A failure is printed as `error: …` on standard
     /// error and ends the process with exit code 1.
     func executeOnStandardOutput() async throws {
-        var output = StandardStream.output
+        var output = StandardStream.output(blockBuffered: Self.printsListing)
         defer { output.flush() }
         do {
             try await execute(&output)
