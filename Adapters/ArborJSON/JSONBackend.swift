@@ -101,6 +101,9 @@ public final class JSONBackend: Backend {
     public static func open(_ configuration: Configuration) throws -> JSONBackend {
         let path = configuration.path
         guard FileSystem.isDirectory(path) else {
+            if FileSystem.exists(path) {
+                throw ArborError(.unsupportedFormat, "\(path) is not a folder, so not an Arbor JSON store", backend: "json", operation: "open")
+            }
             throw ArborError(.notFound, "no store at \(path): the folder does not exist", backend: "json", operation: "open")
         }
         let markerPath = path + "/" + markerName

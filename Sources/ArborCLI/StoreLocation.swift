@@ -110,8 +110,11 @@ public struct PostgresConnection: Hashable, Sendable, CustomStringConvertible, C
         guard let components = URLComponents(string: text) else {
             throw ArborError(.invalidInput, "the PostgreSQL URL is malformed; write it as \(form), percent-encoding special characters in the password")
         }
-        guard let host = components.host, !host.isEmpty else {
-            throw ArborError(.invalidInput, "the PostgreSQL URL names no host; write it as \(form)")
+        // libpq's `host` parameter may stand for the URL's host: a name, an address, or the
+        // folder of a Unix socket (postgres://user@/database?host=/var/run/postgresql).
+        let hostParameter = components.queryItems?.last { $0.name == "host" }?.value
+        guard let host = [components.host, hostParameter].compactMap({ $0 }).first(where: { !$0.isEmpty }) else {
+            throw ArborError(.invalidInput, "the PostgreSQL URL names no host; write it as \(form), or for a Unix socket postgres://user@/database?host=/path/to/socket-folder")
         }
         let path = components.path
         guard path.isEmpty || !path.dropFirst().contains("/") else {

@@ -1,4 +1,5 @@
 import Arbor
+import ArborPostgres
 import Foundation
 import Testing
 @testable import ArborCLI
@@ -39,6 +40,39 @@ import Testing
             return ["json:./", "json:PATH", "postgres://user:password@host"].contains(where: error.message.contains)
                 || error.message.contains("\(url.prefix { $0 != ":" }):./my-store")
         }
+    }
+
+    /// libpq's `host` parameter stands for a missing host: a Unix socket's folder, as a local
+    /// server with peer or trust authentication is reached.
+    @Test func aUnixSocketIsNamedByTheHostParameter() async throws {
+        let location = try StoreLocation(parsing: "postgres://bob@/db?host=/var/run/postgresql")
+        guard case .postgres(let connection) = location else { throw ArborError(.invalidInput, "not a PostgreSQL location: \(location)") }
+        #expect(connection.host == "/var/run/postgresql" && connection.database == "db" && connection.user == "bob")
+        _ = try StoreLocation(parsing: "postgresql://localhost/db?host=/tmp")
+        let error = try #require(await arborError("log", "postgres://bob:s3cret@/db?host="))
+        #expect(error.code == .invalidInput && error.message.contains("?host=/path/to/socket-folder") && !error.description.contains("s3cret"))
+
+        // The test cluster listens on a socket in its folder, trusting local connections.
+        let environment = ProcessInfo.processInfo.environment
+        guard let folder = environment["ARBOR_TEST_POSTGRES_DIR"], !folder.isEmpty,
+            let tcp = environment["ARBOR_TEST_POSTGRES_URL"].flatMap({ URLComponents(string: $0) }), let port = tcp.port, let user = tcp.user
+        else {
+            if ["true", "1", "yes"].contains(environment["CI"]?.lowercased() ?? "") {
+                Issue.record("CI=true but ARBOR_TEST_POSTGRES_URL and ARBOR_TEST_POSTGRES_DIR are not set; run scripts/test.sh")
+            } else {
+                print("PostgreSQL Unix-socket test skipped: set ARBOR_TEST_POSTGRES_URL and ARBOR_TEST_POSTGRES_DIR or run scripts/test.sh")
+            }
+            return
+        }
+        // A fresh database, made over TCP, then used through the socket alone.
+        let name = "arbor_socket_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+        let admin = try PostgresSession(url: tcp.string ?? "")
+        try admin.execute("CREATE DATABASE \(name)")
+        defer { _ = try? admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+        let url = "postgresql://\(user)@/\(name)?host=\(folder)&port=\(port)"
+        _ = try await arbor("init", url)
+        let version = try committedHash(try await arbor("put", url, "Task", "1", #"{"title": "over a socket"}"#))
+        #expect(lines(try await arbor("log", url)).first?.hasPrefix(version) == true)
     }
 
     @Test func unknownSchemesListTheSupportedOnes() {

@@ -36,6 +36,11 @@ import Testing
             #expect { try JSONBackend.open(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
             // A non-empty folder that is not a store is not taken over.
             #expect { try JSONBackend.create(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+            // A file is not a folder, as LMDB says too; it is not said to be missing.
+            let file = other + "/arbor-store.json"
+            #expect { try JSONBackend.open(.init(path: file)) } throws: {
+                ($0 as? ArborError)?.code == .unsupportedFormat && "\($0)".contains("\(file) is not a folder")
+            }
         }
     }
 
