@@ -250,6 +250,19 @@ public final class LMDBBackend: Backend, InPlaceReading {
         }
     }
 
+    /// The objects among `hashes` and, up to `limit` objects in all, their ancestors, read in one
+    /// transaction (``Ancestry``): a walk of a long history begins a transaction per request
+    /// instead of per version.
+    ///
+    /// - Complexity: O(max(`limit`, *k*) log *n*) for *k* hashes in a store of *n* objects.
+    public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
+        try checkOpen("get")
+        let objects = environment.objects
+        return try environment.read("get") { txn in
+            try Ancestry.collect(hashes, limit: limit) { hash in try txn.get(objects, LMDBBackend.key(hash)) }
+        }
+    }
+
     /// Calls `body` with object `hash` where LMDB maps it, in a read transaction of its own
     /// (``InPlaceReading``): no copy.
     ///

@@ -358,6 +358,25 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
+    /// The objects among `hashes` and, up to `limit` objects in all, their ancestors, read in one
+    /// transaction (``Ancestry``): a walk of a long history begins a transaction per request
+    /// instead of per version.
+    ///
+    /// - Complexity: O(max(`limit`, *k*) log *n*) for *k* hashes in a store of *n* objects.
+    public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
+        try withReader("get") { db in
+            try db.readSnapshot(statements: max(limit, hashes.count)) {
+                try db.withStatement("SELECT bytes FROM objects WHERE hash = ?1") { statement in
+                    try Ancestry.collect(hashes, limit: limit) { hash in
+                        try statement.bind(hash, at: 1)
+                        defer { statement.reset() }
+                        return try statement.step() ? statement.bytes(0) : nil
+                    }
+                }
+            }
+        }
+    }
+
     /// Calls `body` with object `hash` where SQLite holds it, read by one statement, which is
     /// its own snapshot (``InPlaceReading``): in its page cache, or, for a row longer than a page,
     /// in the buffer SQLite gathers its overflow pages into. `body` runs holding a reading
