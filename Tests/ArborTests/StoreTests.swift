@@ -303,6 +303,44 @@ import Testing
     }
 }
 
+@Suite struct RecordHistoryTests {
+    /// A record's history over more versions than one batch of lookups, with a deletion, a
+    /// re-addition and merges, is what reading the record at every version and its parents says.
+    @Test func aLongHistoryMatchesReadingEveryVersion() async throws {
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "x"))
+        let key = RecordKey(type: Task.typeName, id: "watched")
+        var head: Version?
+        var side: Version?
+        for index in 0..<2_200 {
+            var changes = ChangeSet()
+            try changes.save(Task(id: "other-\(index % 50)", title: "edit \(index)", done: false))
+            if index % 7 == 0 { try changes.save(Task(id: "watched", title: "title \(index / 7)", done: false)) }
+            if index == 1_000 { changes.delete(key) }
+            if index % 300 == 150 {
+                // A side line off the head, merged back later: one edits the watched record.
+                var branch = ChangeSet()
+                try branch.save(Task(id: "watched", title: index % 600 == 150 ? "side \(index)" : "title \((index - 1) / 7)", done: true))
+                side = try await store.commit(branch, message: "side", parents: head.map { [$0.id] })
+            }
+            head = try await store.commit(changes, message: "\(index)", parents: head.map { [$0.id] })
+            if index % 300 == 299, let merging = side, let current = head {
+                head = try await store.merge(current.id, merging.id, strategy: .ours).version
+                side = nil
+            }
+        }
+        let history = try await store.history(of: key, from: [head!.id])
+        var expected = [Hash]()
+        for version in try await store.log(from: [head!.id]) {
+            let current = try await store.record(key, at: version.id)
+            var parents = [Record?]()
+            for parent in version.parents { parents.append(try await store.record(key, at: parent)) }
+            if parents.isEmpty ? current != nil : parents.allSatisfy({ $0 != current }) { expected.append(version.id) }
+        }
+        #expect(expected.count > 300)
+        #expect(history.map(\.id) == expected)
+    }
+}
+
 @Suite struct RootSplitTests {
     /// Inserting a boundary key before every key of a one-leaf index splits the root into a new
     /// leaf and the unchanged old one; both must be kept under the new root.

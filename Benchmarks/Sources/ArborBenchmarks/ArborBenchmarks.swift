@@ -109,8 +109,8 @@ struct ArborBenchmarks {
                     try await SyncBenchmark().run()
                 case "history":
                     for engine in adapters == ["memory", "json"] ? ["sqlite"] : adapters {
-                        guard ["sqlite", "lmdb", "json"].contains(engine) else {
-                            print("history runs on file engines: sqlite, lmdb, json")
+                        guard ["sqlite", "lmdb", "json", "postgres"].contains(engine) else {
+                            print("history runs on sqlite, lmdb, json and postgres (with ARBOR_BENCH_POSTGRES_URL)")
                             exit(2)
                         }
                         try await HistoryBenchmark(versions: records, engine: engine).run()

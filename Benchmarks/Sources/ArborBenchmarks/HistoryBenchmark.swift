@@ -6,13 +6,15 @@ import Foundation
 /// stacks) while it ran: log, one record's history, a merge with a branch forked at the first
 /// version, an exchange into an empty LMDB store, of one more version and in sync, migration
 /// into SQLite, verification and garbage collection. Memory held by earlier steps counts in
-/// later peaks: the stores stay open throughout.
+/// later peaks: the stores stay open throughout. The source is on SQLite, LMDB, JSON or
+/// PostgreSQL (a database of its own on the server of ARBOR_BENCH_POSTGRES_URL).
 struct HistoryBenchmark {
     var versions: Int
     var engine: String
     let sampler = AnonymousMemorySampler()
 
     func run() async throws {
+        var cleanups = [() -> Void]()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-history-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         // ARBOR_BENCH_KEEP=1 keeps the stores for other tools, and says where they are.
@@ -20,7 +22,16 @@ struct HistoryBenchmark {
         defer { if keep { print("history: stores kept in \(folder)") } else { try? FileManager.default.removeItem(atPath: folder) } }
         func url(_ name: String, _ engine: String) -> String { engine + ":" + folder + "/" + name }
 
-        let store = try TransferBenchmark.open(url("source", engine), create: true)
+        // PostgreSQL: a database of its own on the server of ARBOR_BENCH_POSTGRES_URL, dropped after.
+        var source = url("source", engine)
+        if engine == "postgres" {
+            let postgres = TransferBenchmark(records: 0, jsonRecords: 0, engines: [], postgresURL: ProcessInfo.processInfo.environment["ARBOR_BENCH_POSTGRES_URL"])
+            let (location, cleanup) = try postgres.makeLocation("postgres", "history")
+            source = location
+            cleanups.append(cleanup)
+        }
+        defer { for cleanup in cleanups { cleanup() } }
+        let store = try TransferBenchmark.open(source, create: true)
         try await step("\(versions) versions in one line on \(engine)") {
             for index in 0..<versions {
                 var changes = ChangeSet()

@@ -232,11 +232,11 @@ final class NodeSource {
 
     /// The nodes `hashes` as ``NodeBytes``, in order, fetching every missing one in a single
     /// batch: one round trip per level of a batched lookup on remote engines.
-    func nodeBytes(_ hashes: [Hash]) async throws -> [NodeBytes] {
-        let known = try hashes.map { try knownBytes($0) }
+    func nodeBytes(_ hashes: [Hash], remember: Bool = true) async throws -> [NodeBytes] {
+        let known = try hashes.map { try knownBytes($0, remember: remember) }
         let missing = Array(Set(zip(hashes, known).compactMap { $1 == nil ? $0 : nil }))
         guard !missing.isEmpty else { return known.map { $0! } }
-        let fetched = Dictionary(uniqueKeysWithValues: zip(missing, try await fetchBytes(missing)))
+        let fetched = Dictionary(uniqueKeysWithValues: zip(missing, try await fetchBytes(missing, remember: remember)))
         return zip(hashes, known).map { $1 ?? fetched[$0]! }
     }
 

@@ -16,6 +16,32 @@ extension ProllyTree {
         }
     }
 
+    /// The payload stored under `key` in each of the trees `roots`, descending all of them
+    /// together: one batch of node reads per level (one round trip on remote engines), not one
+    /// per tree and level. Nodes are not kept by `source`'s operation (its store's cache may
+    /// keep them): a record's history reads the trees of thousands of versions.
+    ///
+    /// - Complexity: O(r log n) node reads for `r` roots, in O(log n) batches.
+    static func lookup(_ key: [UInt8], inEach roots: some Sequence<Hash>, source: NodeSource) async throws -> [Hash: IndexPayload?] {
+        var result = [Hash: IndexPayload?]()
+        // Each tree's descent: its root, the node it has reached, and the level that node must be.
+        var descents = Set(roots).map { (root: $0, node: $0, level: Int?.none) }
+        while !descents.isEmpty {
+            let nodes = try await source.nodeBytes(descents.map(\.node), remember: false)
+            var next = [(root: Hash, node: Hash, level: Int?)]()
+            for (descent, node) in zip(descents, nodes) {
+                if let level = descent.level, node.level != level { throw wrongLevel(descent.node, node.level, under: level + 1) }
+                if node.level == 0 {
+                    result[descent.root] = .some(try node.payload(for: key))
+                } else {
+                    next.append((descent.root, try node.child(covering: key), node.level - 1))
+                }
+            }
+            descents = next
+        }
+        return result
+    }
+
     /// The leaves that cover `keys` (sorted), each with the keys it covers, fetching each
     /// level's nodes in one batch: one round trip per level on remote engines.
     ///

@@ -24,30 +24,30 @@ extension Store {
     /// The versions in which the record `key` changed (was added, modified or removed),
     /// newest first. A merge is listed only if the record differs from every one of its parents.
     ///
-    /// - Complexity: O(v log n) node reads for `v` versions of history.
+    /// - Complexity: O(v log n) node reads for `v` versions of history, in O(v / 1,024 × log n)
+    ///   batches (round trips on remote engines).
     public func history(of key: RecordKey, from heads: [Hash]? = nil) async throws -> [Version] {
         let versions = try await log(from: heads)
         let source = makeSource()
         let keyBytes = key.indexBytes
+        var rootOf = Dictionary(versions.map { ($0.id, $0.root) }, uniquingKeysWith: { a, _ in a })
+        // Parents outside the walk (beyond `heads`' history there are none, but a caller's heads
+        // may name versions whose parents are missing from the log): read them once.
+        let outside = Set(versions.flatMap(\.parents)).filter { rootOf[$0] == nil }
+        for version in try await self.versions(Array(outside)) { rootOf[version.id] = version.root }
+
         var payloadAtRoot = [Hash: IndexPayload?]()
-        func payload(_ root: Hash) async throws -> IndexPayload? {
-            if let known = payloadAtRoot[root] { return known }
-            let found = try await ProllyTree.lookup([keyBytes], root: root, source: source)[keyBytes]
-            payloadAtRoot[root] = .some(found)
-            return found
-        }
-        let byID = Dictionary(versions.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var result = [Version]()
-        for version in versions {
-            let current = try await payload(version.root)
-            var parentPayloads = [IndexPayload?]()
-            for parent in version.parents {
-                let parentVersion: Version
-                if let known = byID[parent] { parentVersion = known } else { parentVersion = try await self.version(parent) }
-                parentPayloads.append(try await payload(parentVersion.root))
+        for chunk in versions.chunks(of: 1_024) {
+            // The trees of these versions and of their parents, looked up together.
+            let roots = chunk.flatMap { [$0.root] + $0.parents.map { rootOf[$0]! } }.filter { payloadAtRoot[$0] == nil }
+            payloadAtRoot.merge(try await ProllyTree.lookup(keyBytes, inEach: roots, source: source)) { kept, _ in kept }
+            for version in chunk {
+                let current = payloadAtRoot[version.root]!
+                let parentPayloads = version.parents.map { payloadAtRoot[rootOf[$0]!]! }
+                let changed = parentPayloads.isEmpty ? current != nil : parentPayloads.allSatisfy { $0 != current }
+                if changed { result.append(version) }
             }
-            let changed = parentPayloads.isEmpty ? current != nil : parentPayloads.allSatisfy { $0 != current }
-            if changed { result.append(version) }
         }
         return result
     }
