@@ -39,7 +39,7 @@ public struct DiffCommand: StoreCommand {
             if format.json { printer.begin(&output) }
             try await store.diff(from: old.id, to: new.id, batchSize: 1_000) { changes in
                 if format.json {
-                    printer.print(changes.map(Rendering.json), to: &output)
+                    printer.append(changes.map(Rendering.json), to: &output)
                 } else {
                     for line in Rendering.lines(changes) { print(line, to: &output) }
                 }

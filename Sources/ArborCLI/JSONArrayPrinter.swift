@@ -16,7 +16,7 @@ struct JSONArrayPrinter {
     }
 
     /// Prints `elements` after those printed before.
-    mutating func print(_ elements: [JSONValue], to output: inout some TextOutputStream) {
+    mutating func append(_ elements: [JSONValue], to output: inout some TextOutputStream) {
         let indent = String(repeating: "  ", count: depth + 1)
         for element in elements {
             output.write((count > 0 ? ",\n" : "\n") + indent + element.serialized(pretty: true, depth: depth + 1))

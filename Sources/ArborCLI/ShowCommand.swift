@@ -43,9 +43,10 @@ public struct ShowCommand: StoreCommand {
             var first = true
             try await store.diff(from: version.parents.first, to: version.id, batchSize: 1_000) { changes in
                 if format.json {
-                    printer.print(changes.map(Rendering.json), to: &output)
+                    printer.append(changes.map(Rendering.json), to: &output)
                 } else {
-                    if first && !changes.isEmpty { print("", to: &output) }
+                    // A blank line between the version and its changes (batches are never empty).
+                    if first { print("", to: &output) }
                     for line in Rendering.lines(changes) { print(line, to: &output) }
                 }
                 first = false

@@ -63,8 +63,9 @@ extension Store {
     }
 
     /// How the records differ from version `old` (`nil`: the empty store) to version `new`,
-    /// handed to `body` in key order, in batches of up to `batchSize` changes, as they are
+    /// handed to `body` in key order, in batches of 1 to `batchSize` changes, as they are
     /// found: a diff of millions of records is shown or processed without holding it whole.
+    /// Versions with the same records call `body` never.
     ///
     /// - Complexity: O(k log n) node reads for `k` changed records; none when the roots match.
     ///   Memory for one batch and a few nodes per level of the index, whatever `k`.
