@@ -12,7 +12,7 @@ public struct ArborCommand: AsyncParsableCommand {
             prefix of at least 4 hex digits, or HEAD (the newest head).
             """,
         subcommands: [
-            InitCommand.self, PutCommand.self, GetCommand.self, DeleteCommand.self,
+            InitCommand.self, PutCommand.self, GetCommand.self, ListCommand.self, DeleteCommand.self,
             LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, MergeCommand.self, ConflictsCommand.self,
             ExchangeCommand.self, SyncCommand.self, MigrateCommand.self, CloneCommand.self, VerifyCommand.self,
             GarbageCollectCommand.self, ConformanceCommand.self, DemoCommand.self,

@@ -239,6 +239,29 @@ import Testing
         }
     }
 
+    @Test func listShowsTheRecordsOfAVersion() async throws {
+        try await withJSONStore { url async throws in
+            #expect(try await arbor("list", url).isEmpty, "a store without versions lists nothing")
+            #expect(try await arbor("list", url, "--json") == "[]\n")
+            let first = try committedHash(try await arbor("put", url, "Task", "b", #"{"title": "second", "done": false}"#))
+            _ = try await arbor("put", url, "Task", "a", #"{"title": "first"}"#)
+            _ = try await arbor("put", url, "Person", "ada", #"{"name": "Ada"}"#)
+
+            #expect(lines(try await arbor("list", url)) == [
+                #"Person/ada  {"name":"Ada"}"#, #"Task/a  {"title":"first"}"#, #"Task/b  {"done":false,"title":"second"}"#,
+            ])
+            #expect(lines(try await arbor("list", url, "Task", "--at", first)) == [#"Task/b  {"done":false,"title":"second"}"#])
+            let document = try await arbor("list", url, "Task", "--json")
+            let parsed = try json(document)
+            #expect(parsed.serialized(pretty: true) + "\n" == document)
+            #expect(parsed.elements.map { $0["id"] } == [.string("a"), .string("b")])
+            #expect(parsed.elements.first?["properties"]?["title"] == .string("first"))
+            #expect(try await arbor("list", url, "Nothing").isEmpty)
+            let bad = try #require(await arborError("list", url, ""))
+            #expect(bad.code == .invalidInput)
+        }
+    }
+
     @Test func deletingAnOwnerDeletesItsChildren() async throws {
         try await withJSONStore { url async throws in
             _ = try await arbor("put", url, "Task", "t1", #"{"title": "child"}"#)

@@ -341,6 +341,56 @@ import Testing
     }
 }
 
+@Suite struct RecordListingTests {
+    /// Listing walks the index in key order, a leaf at a time, and keeps no node.
+    @Test(arguments: AdapterKind.allCases) func everyRecordInKeyOrder(kind: AdapterKind) async throws {
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let store = Store(backend: backend, configuration: .init(replica: "x"))
+        var empty = [Record]()
+        try await store.snapshot().forEachRecord { empty += $0 }
+        #expect(empty.isEmpty, "a store without versions lists nothing")
+
+        var changes = ChangeSet()
+        for index in 0..<2_000 {
+            try changes.save(Person(id: "p\(index)", name: "person \(index)"))
+            if index % 4 == 0 { try changes.save(Task(id: "t\(index)", title: "task \(index)", done: false)) }
+        }
+        try changes.save(Attachment(id: "big", data: Data(repeating: 7, count: 4_000)))
+        let first = try await store.commit(changes)
+        var more = ChangeSet()
+        try more.save(Person(id: "p-new", name: "added later"))
+        more.delete(RecordKey(type: Person.typeName, id: "p0"))
+        let second = try await store.commit(more)
+
+        let snapshot = try await store.snapshot()
+        var all = [Record](), batches = 0
+        try await snapshot.forEachRecord { batch in
+            #expect(!batch.isEmpty)
+            batches += 1
+            all += batch
+        }
+        #expect(all.count == Int(second.recordCount) && batches > 10)
+        #expect(all.map(\.key) == all.map(\.key).sorted())
+        #expect(all.first { $0.key.type == Attachment.typeName }?.properties["data"] == .bytes([UInt8](repeating: 7, count: 4_000)), "a blob record is read whole")
+        var people = [Record]()
+        try await snapshot.forEachRecord(ofType: Person.typeName) { people += $0 }
+        #expect(people == (try await store.records(ofType: Person.typeName)))
+        #expect(people.count == 2_000 && !people.contains { $0.key.id == "p0" })
+        var none = 0
+        try await snapshot.forEachRecord(ofType: "Nothing") { none += $0.count }
+        #expect(none == 0)
+        var older = [Record]()
+        try await store.snapshot(at: first.id).forEachRecord(ofType: Person.typeName) { older += $0 }
+        #expect(older.count == 2_000 && older.contains { $0.key.id == "p0" })
+
+        let source = store.makeSource()
+        try await ProllyTree.scan(prefix: [], root: second.root, source: source, remember: false) { _ in }
+        #expect(source.rememberedNodesCount == 0 && source.rememberedBytesCount == 0)
+        try await store.close()
+    }
+}
+
 @Suite struct RootSplitTests {
     /// Inserting a boundary key before every key of a one-leaf index splits the root into a new
     /// leaf and the unchanged old one; both must be kept under the new root.

@@ -114,8 +114,9 @@ final class NodeSource {
     /// Every node this operation read as ``NodeBytes``: it never fetches a node twice, whatever
     /// the store's caches hold.
     private var localBytes: [Hash: NodeBytes] = [:]
-    /// How many nodes this operation keeps as ``NodeBytes``.
+    /// How many nodes this operation keeps as ``NodeBytes``, and decoded.
     var rememberedBytesCount: Int { localBytes.count }
+    var rememberedNodesCount: Int { local.count }
 
     /// The store's nodes as point reads keep them (``nodeBytes(_:)``).
     let bytesCache: ObjectCache<NodeBytes>
@@ -288,7 +289,10 @@ final class NodeSource {
     }
 
     /// The nodes `hashes` in order, fetching every missing one in a single batch.
-    func nodes(_ hashes: [Hash]) async throws -> [IndexNode] {
+    ///
+    /// Without `remember`, the nodes are not kept for the rest of the operation (the store's
+    /// cache may keep them), as ``nodeBytes(_:remember:)``.
+    func nodes(_ hashes: [Hash], remember: Bool = true) async throws -> [IndexNode] {
         var found = [Hash: IndexNode]()
         var missing = [Hash]()
         for hash in hashes where found[hash] == nil {
@@ -299,7 +303,7 @@ final class NodeSource {
                 // Read as bytes by this operation (a diff) or a point read: decode, do not fetch.
                 let node = try decoding(hash) { try IndexNode.decode(read.bytes) }
                 cache.insert(node, for: hash)
-                local[hash] = node
+                if remember { local[hash] = node }
                 found[hash] = node
             } else {
                 missing.append(hash)
@@ -311,7 +315,7 @@ final class NodeSource {
             for hash in missing {
                 let node = try decoding(hash) { try IndexNode.decode(fetched[hash]!) }
                 cache.insert(node, for: hash)
-                local[hash] = node
+                if remember { local[hash] = node }
                 found[hash] = node
             }
         }

@@ -133,17 +133,20 @@ extension ProllyTree {
     ///
     /// - Complexity: O(log n + m) node reads for `m` matching records; the leaves of each branch
     ///   are fetched in one batch.
+    ///
+    /// Without `remember`, `source`'s operation keeps none of the nodes (as a diff that does not
+    /// remember): a scan of a whole store holds one branch's children per level.
     static func scan(
-        prefix: [UInt8], root rootHash: Hash, source: NodeSource, _ body: ([IndexEntry]) async throws -> Void
+        prefix: [UInt8], root rootHash: Hash, source: NodeSource, remember: Bool = true, _ body: ([IndexEntry]) async throws -> Void
     ) async throws {
-        let root = try await source.node(rootHash)
-        try await scan(node: root, prefix: prefix, source: source, body)
+        let root = try await source.nodes([rootHash], remember: remember)[0]
+        try await scan(node: root, prefix: prefix, source: source, remember: remember, body)
     }
 
     /// Returns `false` once past the prefix, so callers stop walking.
     @discardableResult
     private static func scan(
-        node: IndexNode, prefix: [UInt8], source: NodeSource, _ body: ([IndexEntry]) async throws -> Void
+        node: IndexNode, prefix: [UInt8], source: NodeSource, remember: Bool, _ body: ([IndexEntry]) async throws -> Void
     ) async throws -> Bool {
         if node.level == 0 {
             let matching = node.entries.filter { $0.key.starts(with: prefix) }
@@ -162,8 +165,8 @@ extension ProllyTree {
             if compareKeys(key, prefix) > 0 && !key.starts(with: prefix) { break }
             index += 1
         }
-        for child in try await source.nodes(wanted) {
-            if try await !scan(node: child, prefix: prefix, source: source, body) { return false }
+        for child in try await source.nodes(wanted, remember: remember) {
+            if try await !scan(node: child, prefix: prefix, source: source, remember: remember, body) { return false }
         }
         return true
     }

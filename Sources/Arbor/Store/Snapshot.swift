@@ -36,6 +36,18 @@ public struct Snapshot: Sendable {
         try await store.records(ofType: type, root: root, source: store.makeSource())
     }
 
+    /// Every record — of `type`, or of every type — in key order (by type, then id), handed to
+    /// `body` as the index is scanned, a leaf's records at a time (never none): a store of
+    /// millions of records is listed holding a few nodes per level of its index.
+    ///
+    /// - Complexity: O(log n + m) node reads for `m` records listed.
+    public func forEachRecord(ofType type: String? = nil, _ body: ([Record]) async throws -> Void) async throws {
+        let prefix = type.map(RecordKey.typePrefix) ?? []
+        try await ProllyTree.scan(prefix: prefix, root: root, source: store.makeSource(), remember: false) { entries in
+            try await body(try await store.decode(entries.map { ($0.key, $0.payload) }))
+        }
+    }
+
     /// The value `id` of `type` with its whole tree, or `nil` if absent.
     public func value<Value: Storable>(_ type: Value.Type, id: Value.ID) async throws -> Value? {
         try await store.value(type, id: id, root: root)
