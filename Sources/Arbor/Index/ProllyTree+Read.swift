@@ -131,11 +131,11 @@ extension ProllyTree {
 
     /// Calls `body` with every entry whose key starts with `prefix`, in key order, one leaf at a time.
     ///
-    /// - Complexity: O(log n + m) node reads for `m` matching records; the leaves of each branch
-    ///   are fetched in one batch.
-    ///
     /// Without `remember`, `source`'s operation keeps none of the nodes (as a diff that does not
     /// remember): a scan of a whole store holds one branch's children per level.
+    ///
+    /// - Complexity: O(log n + m) node reads for `m` matching records; the leaves of each branch
+    ///   are fetched in one batch.
     static func scan(
         prefix: [UInt8], root rootHash: Hash, source: NodeSource, remember: Bool = true, _ body: ([IndexEntry]) async throws -> Void
     ) async throws {

@@ -31,8 +31,8 @@ extension Store {
         let source = makeSource()
         let keyBytes = key.indexBytes
         var rootOf = Dictionary(versions.map { ($0.id, $0.root) }, uniquingKeysWith: { a, _ in a })
-        // Parents outside the walk (beyond `heads`' history there are none, but a caller's heads
-        // may name versions whose parents are missing from the log): read them once.
+        // The log holds every ancestor of the heads, so every parent; any it lacked would be
+        // read here rather than trusted to be there.
         let outside = Set(versions.flatMap(\.parents)).filter { rootOf[$0] == nil }
         for version in try await self.versions(Array(outside)) { rootOf[version.id] = version.root }
 
