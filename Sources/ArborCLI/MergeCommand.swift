@@ -9,7 +9,7 @@ public struct MergeCommand: StoreCommand {
         commandName: "merge",
         abstract: "Merge the store's heads into one version.",
         discussion: """
-            Heads are merged pairwise in hash order, record by record and property by property, from their \
+            Heads are merged in pairs in hash order, then the results in pairs, record by record and property by property, from their \
             common ancestor; the result is the same on every replica. Prints the merge commit, the records that \
             merged cleanly ("  = TYPE/ID") and the conflicts the strategy settled ("  ! TYPE/ID PROPERTY: \
             base …, ours …, theirs …"). With --strategy manual and conflicts, nothing is committed and the \

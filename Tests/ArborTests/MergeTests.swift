@@ -321,6 +321,40 @@ import Testing
         for store in stores { #expect(try await store.heads().map(\.id) == [finals[0]]) }
     }
 
+    /// Many heads merge into one as a tournament of pairs: every change kept, the conflicts
+    /// settled by the strategy as one at a time would (for `ours`, the lowest head's value;
+    /// for `theirs`, the highest's), and two replicas with the same heads reach the same commit.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs]) func manyHeadsMergeIntoOne(strategy: MergeStrategy) async throws {
+        let first = MemoryBackend()
+        let clock = TickClock()
+        let one = Store(backend: first, configuration: .init(replica: "one", clock: { clock.read() }, mergeStrategy: strategy))
+        let root = try await one.change(on: nil) { try $0.save(item("shared", ["v": .int(0)])) }
+        var heads = [Version]()
+        for index in 0..<13 {
+            heads.append(try await one.change(on: root) {
+                try $0.save(item("own-\(index)", ["v": .int(Int64(index))]))
+                try $0.save(item("shared", ["v": .int(Int64(index) + 100)]))
+            })
+        }
+        let second = MemoryBackend()
+        try await sync(from: first, to: second)
+        let two = Store(backend: second, configuration: .init(replica: "two", clock: { Date(timeIntervalSince1970: 0) }, mergeStrategy: strategy))
+
+        let (version, report) = try merged(try #require(try await one.mergeHeads()))
+        #expect(try await one.heads().map(\.id) == [version.id])
+        #expect(version.recordCount == 14)
+        #expect(report.changed.count == 14 && report.changed == report.changed.sorted())
+        let sorted = heads.sorted { $0.id < $1.id }
+        let winner: Version = switch strategy {
+        case .ours: sorted.first!
+        case .theirs: sorted.last!
+        default: heads.last!
+        }
+        let shared = try await one.record(RecordKey(type: "Item", id: "shared"))
+        #expect(shared == (try await one.record(RecordKey(type: "Item", id: "shared"), at: winner.id)))
+        #expect(try await two.mergeHeads()?.version?.id == version.id, "the other replica makes the same commit")
+    }
+
     @Test(arguments: [UInt64(1), 2, 3, 4, 5]) func randomEditsMergeTheSameBothWays(seed: UInt64) async throws {
         var random = SeededGenerator(seed: seed)
         let left = MemoryBackend(), right = MemoryBackend()

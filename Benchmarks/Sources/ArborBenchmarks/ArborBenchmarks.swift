@@ -107,6 +107,8 @@ struct ArborBenchmarks {
                     }
                 case "sync":
                     try await SyncBenchmark().run()
+                case "heads":
+                    try await HeadsBenchmark(heads: records).run()
                 case "history":
                     for engine in adapters == ["memory", "json"] ? ["sqlite"] : adapters {
                         guard ["sqlite", "lmdb", "json", "postgres"].contains(engine) else {
@@ -131,7 +133,7 @@ struct ArborBenchmarks {
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records, reads: reads, orderedIDs: orderedIDs).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, reads, merge, sync, history, postgres, transfer, integrity")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, reads, merge, sync, history, heads, postgres, transfer, integrity")
                     exit(2)
                 }
             }
