@@ -33,7 +33,7 @@ public struct Snapshot: Sendable {
     ///
     /// - Complexity: O(log n + m) node reads for `m` records of the type.
     public func records(ofType type: String) async throws -> [Record] {
-        try await store.records(ofType: type, root: root, source: store.makeSource())
+        try await store.records(ofType: type, root: root, source: store.makeSource(), remember: false)
     }
 
     /// Every record — of `type`, or of every type — in key order (by type, then id), handed to

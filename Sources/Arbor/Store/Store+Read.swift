@@ -26,10 +26,12 @@ extension Store {
         }
     }
 
-    /// Every record of `type` at `root`, in id order: one range scan of the index.
-    func records(ofType type: String, root: Hash, source: NodeSource) async throws -> [Record] {
+    /// Every record of `type` at `root`, in id order: one range scan of the index. With
+    /// `remember`, `source` keeps the nodes read, for an operation that reads more of them (the
+    /// children of the values); a bare listing keeps none.
+    func records(ofType type: String, root: Hash, source: NodeSource, remember: Bool = true) async throws -> [Record] {
         var result = [Record]()
-        try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: source) { entries in
+        try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: source, remember: remember) { entries in
             result += try await decode(entries.map { ($0.key, $0.payload) })
         }
         return result
