@@ -7,9 +7,10 @@
 /// begin one. Through this, one transaction serves as many generations as the walk asks for.
 public enum Ancestry {
     /// The objects among `hashes` that `read` finds, and with them their ancestors, nearest
-    /// generations first, up to `limit` objects in all (every one of `hashes` counts, and is
-    /// read whatever `limit`). An object that is not a well-formed commit is returned but not
-    /// followed; the caller checks every object against its hash, as for ``Backend/get(_:)``.
+    /// generations first, up to `limit` objects read in all (every one of `hashes` counts, and
+    /// is read whatever `limit`; so does every parent looked for and not found). An object that
+    /// is not a well-formed commit is returned but not followed; the caller checks every object
+    /// against its hash, as for ``Backend/get(_:)``.
     ///
     /// - Complexity: O(max(`limit`, *k*)) reads for *k* hashes.
     public static func collect(_ hashes: [Hash], limit: Int, read: (Hash) throws -> [UInt8]?) rethrows -> [Hash: [UInt8]] {
@@ -17,10 +18,14 @@ public enum Ancestry {
         var queued = Set(hashes)
         var generation = Array(queued)
         var asked = true
+        // Reads, not objects found, count toward the limit: a commit naming many missing
+        // parents must not make the walk read past it.
+        var reads = 0
         while !generation.isEmpty {
             var next = [Hash]()
             for hash in generation {
-                guard asked || result.count < limit else { return result }
+                guard asked || reads < limit else { return result }
+                reads += 1
                 guard let bytes = try read(hash) else { continue }
                 result[hash] = bytes
                 for parent in parents(of: bytes) where queued.insert(parent).inserted { next.append(parent) }

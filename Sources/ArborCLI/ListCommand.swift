@@ -1,5 +1,6 @@
 import Arbor
 import ArgumentParser
+import Foundation
 
 /// `arbor list URL [TYPE] [--at VERSION] [--json]`: the records of a version, in key order.
 public struct ListCommand: StoreCommand {
@@ -33,8 +34,9 @@ public struct ListCommand: StoreCommand {
         if let type { try RecordKey(type: type, id: "x").validate() }
         var printer = JSONArrayPrinter()
         try await store.withStore { store in
-            // A store without versions lists nothing at HEAD.
-            let snapshot = at == "HEAD" ? try await store.snapshot() : try await store.snapshot(at: try await store.resolve(at).id)
+            // A store without versions lists nothing at HEAD (spelled as resolve takes it).
+            let isHead = at.trimmingCharacters(in: .whitespaces).uppercased() == "HEAD"
+            let snapshot = isHead ? try await store.snapshot() : try await store.snapshot(at: try await store.resolve(at).id)
             if format.json { printer.begin(&output) }
             try await snapshot.forEachRecord(ofType: type) { records in
                 if format.json {

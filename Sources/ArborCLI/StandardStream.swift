@@ -30,7 +30,9 @@ final class StandardStream: TextOutputStream {
 
     func write(_ string: String) {
         buffer.append(contentsOf: string.utf8)
-        if buffer.count >= Self.blockSize || (flushesEveryLine && buffer.last == UInt8(ascii: "\n")) { flush() }
+        // By line: whenever a line ends, also inside what was written (a JSON element begins
+        // with the newline that ends the one before).
+        if buffer.count >= Self.blockSize || (flushesEveryLine && string.utf8.contains(UInt8(ascii: "\n"))) { flush() }
     }
 
     /// Writes out what is buffered.

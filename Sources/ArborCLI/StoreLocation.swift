@@ -110,10 +110,13 @@ public struct PostgresConnection: Hashable, Sendable, CustomStringConvertible, C
         guard let components = URLComponents(string: text) else {
             throw ArborError(.invalidInput, "the PostgreSQL URL is malformed; write it as \(form), percent-encoding special characters in the password")
         }
-        // libpq's `host` parameter may stand for the URL's host: a name, an address, or the
-        // folder of a Unix socket (postgres://user@/database?host=/var/run/postgresql).
-        let hostParameter = components.queryItems?.last { $0.name == "host" }?.value
-        guard let host = [components.host, hostParameter].compactMap({ $0 }).first(where: { !$0.isEmpty }) else {
+        // libpq's `host` (or `hostaddr`) parameter may name the host instead, and wins over the
+        // URL's, as in libpq: a name, an address, or the folder of a Unix socket
+        // (postgres://user@/database?host=/var/run/postgresql).
+        let parameters = components.queryItems ?? []
+        let hostParameter = parameters.last { $0.name == "host" }?.value
+        let addressParameter = parameters.last { $0.name == "hostaddr" }?.value
+        guard let host = [hostParameter, addressParameter, components.host].compactMap({ $0 }).first(where: { !$0.isEmpty }) else {
             throw ArborError(.invalidInput, "the PostgreSQL URL names no host; write it as \(form), or for a Unix socket postgres://user@/database?host=/path/to/socket-folder")
         }
         let path = components.path

@@ -243,6 +243,7 @@ import Testing
         try await withJSONStore { url async throws in
             #expect(try await arbor("list", url).isEmpty, "a store without versions lists nothing")
             #expect(try await arbor("list", url, "--json") == "[]\n")
+            #expect(try await arbor("list", url, "--at", " head").isEmpty, "HEAD spelled as resolve takes it")
             let first = try committedHash(try await arbor("put", url, "Task", "b", #"{"title": "second", "done": false}"#))
             _ = try await arbor("put", url, "Task", "a", #"{"title": "first"}"#)
             _ = try await arbor("put", url, "Person", "ada", #"{"name": "Ada"}"#)

@@ -48,7 +48,11 @@ import Testing
         let location = try StoreLocation(parsing: "postgres://bob@/db?host=/var/run/postgresql")
         guard case .postgres(let connection) = location else { throw ArborError(.invalidInput, "not a PostgreSQL location: \(location)") }
         #expect(connection.host == "/var/run/postgresql" && connection.database == "db" && connection.user == "bob")
-        _ = try StoreLocation(parsing: "postgresql://localhost/db?host=/tmp")
+        // As in libpq, the parameter wins over the URL's host, and hostaddr names one too.
+        guard case .postgres(let overridden) = try StoreLocation(parsing: "postgresql://localhost/db?host=/tmp") else { throw ArborError(.invalidInput, "not PostgreSQL") }
+        #expect(overridden.host == "/tmp")
+        guard case .postgres(let address) = try StoreLocation(parsing: "postgres://bob@/db?hostaddr=127.0.0.1") else { throw ArborError(.invalidInput, "not PostgreSQL") }
+        #expect(address.host == "127.0.0.1")
         let error = try #require(await arborError("log", "postgres://bob:s3cret@/db?host="))
         #expect(error.code == .invalidInput && error.message.contains("?host=/path/to/socket-folder") && !error.description.contains("s3cret"))
 

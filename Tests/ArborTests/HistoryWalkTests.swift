@@ -102,6 +102,25 @@ import Testing
         }
     }
 
+    /// Ancestry.collect counts every read toward the limit, found or not: a commit naming many
+    /// missing parents does not make it read past the limit.
+    @Test func ancestryCollectionReadsNoMoreThanTheLimit() throws {
+        let missing = (0..<40).map { Hash.of([UInt8($0)]) }
+        let commit = Version.Content(root: Store.emptyRoot.hash, parents: missing, time: HybridTime(milliseconds: 1), replica: "r", message: "", recordCount: 0).encoded()
+        let id = Hash.of(commit)
+        var reads = 0
+        let found = Ancestry.collect([id], limit: 5) { hash in
+            reads += 1
+            return hash == id ? commit : nil
+        }
+        #expect(found.keys.sorted() == [id])
+        #expect(reads == 5)
+        // The asked objects are read whatever the limit.
+        reads = 0
+        _ = Ancestry.collect([id] + missing.prefix(3), limit: 1) { _ in reads += 1; return nil }
+        #expect(reads == 4)
+    }
+
     @Test func theWalkQueuePopsNewestFirstWhateverTheOrderOfPushes() {
         var random = SeededGenerator(seed: 11)
         func version(_ index: Int) -> Version {

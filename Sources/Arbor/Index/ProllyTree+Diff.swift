@@ -41,10 +41,13 @@ extension ProllyTree {
             case entry(slot: Int, index: Int)
             var level: Int { if case .node(_, let level) = self { level } else { -1 } }
         }
-        // Emptied slot by slot (a leaf's bytes go once its entries are taken), not removed.
+        // A leaf's slot is emptied once its entries are taken, and used again for the next leaf.
         var nodes = [NodeBytes?]()
+        var freeSlots = [Int]()
         let oldRoot = try await source.nodeBytes(old, remember: remember)
         let newRoot = try await source.nodeBytes(new, remember: remember)
+        // The roots, read for their levels, are not read again when the walk reaches them.
+        var roots = [old: oldRoot, new: newRoot]
         // Stacks: the head of each sequence is the last element.
         // Sized once for a few levels of children: growing a stack step by step reallocated it
         // on every diff, and large allocations are slow in a heap of millions of small ones.
@@ -64,11 +67,16 @@ extension ProllyTree {
         }
         func expand(_ stack: inout [Item]) async throws {
             guard case .node(let hash, let level) = stack.removeLast() else { return }
-            let node = try await source.nodeBytes(hash, remember: remember)
+            let node: NodeBytes
+            if let root = roots.removeValue(forKey: hash) { node = root } else { node = try await source.nodeBytes(hash, remember: remember) }
             guard node.level == level else { throw wrongLevel(hash, node.level, under: level + 1) }
             if level == 0 {
-                nodes.append(node)
-                for index in stride(from: node.count - 1, through: 0, by: -1) { stack.append(.entry(slot: nodes.count - 1, index: index)) }
+                // An empty leaf (the empty tree) has no entry to take, so it takes no slot.
+                guard node.count > 0 else { return }
+                let slot: Int
+                if let free = freeSlots.popLast() { slot = free } else { slot = nodes.count; nodes.append(nil) }
+                nodes[slot] = node
+                for index in stride(from: node.count - 1, through: 0, by: -1) { stack.append(.entry(slot: slot, index: index)) }
             } else {
                 for index in stride(from: node.count - 1, through: 0, by: -1) { stack.append(.node(try node.child(at: index), level: level - 1)) }
             }
@@ -80,7 +88,10 @@ extension ProllyTree {
         }
         /// Takes the entry at the head of `stack`, and its leaf when it was the leaf's last.
         func pop(_ stack: inout [Item]) {
-            if case .entry(let slot, let index) = stack.removeLast(), index == nodes[slot]!.count - 1 { nodes[slot] = nil }
+            if case .entry(let slot, let index) = stack.removeLast(), index == nodes[slot]!.count - 1 {
+                nodes[slot] = nil
+                freeSlots.append(slot)
+            }
         }
 
         while true {

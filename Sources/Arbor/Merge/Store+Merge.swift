@@ -36,8 +36,10 @@ extension Store {
     /// Merges all heads into one and makes it the only head (by compare-and-swap, retried:
     /// heads added concurrently stay). Heads are merged in pairs in hash order, then the results
     /// in pairs, to one (a tournament), so every replica with the same heads reaches the same
-    /// version. Returns `nil` for an empty store, and `.fastForward` of the head when there is
-    /// one head.
+    /// version. (Arbor before November 2026 folded the heads into the result one at a time:
+    /// from four heads on, a replica running it makes other merge commits, and a further merge
+    /// joins the two.) Returns `nil` for an empty store, and `.fastForward` of the head when
+    /// there is one head.
     ///
     /// - Complexity: that of ``merge(_:_:strategy:)`` for each of the `h - 1` pairs; each
     ///   record changed since the heads' ancestor is diffed O(log h) times.
