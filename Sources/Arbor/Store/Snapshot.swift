@@ -42,10 +42,7 @@ public struct Snapshot: Sendable {
     ///
     /// - Complexity: O(log n + m) node reads for `m` records listed.
     public func forEachRecord(ofType type: String? = nil, _ body: ([Record]) async throws -> Void) async throws {
-        let prefix = type.map(RecordKey.typePrefix) ?? []
-        try await ProllyTree.scan(prefix: prefix, root: root, source: store.makeSource(), remember: false) { entries in
-            try await body(try await store.decode(entries.map { ($0.key, $0.payload) }))
-        }
+        try await store.forEachRecord(ofType: type, root: root, source: store.makeSource(), remember: false, body)
     }
 
     /// The value `id` of `type` with its whole tree, or `nil` if absent.

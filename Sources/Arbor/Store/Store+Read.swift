@@ -31,10 +31,18 @@ extension Store {
     /// children of the values); a bare listing keeps none.
     func records(ofType type: String, root: Hash, source: NodeSource, remember: Bool = true) async throws -> [Record] {
         var result = [Record]()
-        try await ProllyTree.scan(prefix: RecordKey.typePrefix(type), root: root, source: source, remember: remember) { entries in
-            result += try await decode(entries.map { ($0.key, $0.payload) })
-        }
+        try await forEachRecord(ofType: type, root: root, source: source, remember: remember) { result += $0 }
         return result
+    }
+
+    /// The records of `type` (every type: `nil`) at `root`, in key order, decoded a leaf at a
+    /// time as the index is scanned (``ProllyTree/scan(prefix:root:source:remember:_:)``).
+    func forEachRecord(
+        ofType type: String?, root: Hash, source: NodeSource, remember: Bool, _ body: ([Record]) async throws -> Void
+    ) async throws {
+        try await ProllyTree.scan(prefix: type.map(RecordKey.typePrefix) ?? [], root: root, source: source, remember: remember) { entries in
+            try await body(try await decode(entries.map { ($0.key, $0.payload) }))
+        }
     }
 
     /// The records among `keys` present in the index at `root`.
