@@ -122,6 +122,28 @@ import Testing
         #expect(found == model)
     }
 
+    /// A node must not keep the buffer its entries were gathered in: that buffer grows to the
+    /// largest run of the level, and every node cut from it would hold that much room.
+    @Test func newNodesHoldNoMoreRoomThanTheirEntries() async throws {
+        func check(_ node: IndexNode) {
+            #expect(node.entries.capacity <= node.entries.count * 2 + 8, "a node of \(node.entries.count) entries has room for \(node.entries.capacity)")
+        }
+        let entries = (0..<20_000).map { IndexEntry(key: IndexTests.key($0), payload: IndexTests.payload($0)) }
+        let built = ProllyTree.chunk(entries, level: 0)
+        #expect(built.map(\.entries.count).max()! > 64)
+        built.forEach(check)
+
+        // Edits on an existing tree cut their nodes in the same way.
+        let backend = MemoryBackend()
+        let root = try await build(20_000, backend: backend)
+        let source = makeSource(backend)
+        let edits = stride(from: 0, to: 20_000, by: 7).map { IndexEdit(key: IndexTests.key($0), payload: IndexTests.payload($0, version: 1)) }
+        let newRoot = try await ProllyTree.apply(edits, to: root, source: source)
+        let created = source.newObjects(reachableFrom: newRoot)
+        #expect(created.count > 100)
+        for object in created { check(try await source.node(object.hash)) }
+    }
+
     /// Builds a tree of `count` records and returns its root.
     func build(_ count: Int, backend: any Backend) async throws -> Hash {
         try await backend.put([Store.emptyRoot])

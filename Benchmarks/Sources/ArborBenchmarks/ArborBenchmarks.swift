@@ -129,11 +129,15 @@ struct ArborBenchmarks {
                     }
                     let tasks = max(readTasks.flatMap { Int($0) } ?? 1, 1)
                     try await ReadBenchmark(url: readStore, records: records, reads: reads, build: buildReadStore, tasks: tasks).run()
+                case "import":
+                    // `import --records N --batch B [--adapters ...] [--ids ordered]`: one commit of all with B = N.
+                    let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
+                    try await ImportBenchmark(records: records, batch: batch, engines: engines, orderedIDs: orderedIDs).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records, reads: reads, orderedIDs: orderedIDs).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, reads, merge, sync, history, heads, postgres, transfer, integrity")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, import, reads, merge, sync, history, heads, postgres, transfer, integrity")
                     exit(2)
                 }
             }

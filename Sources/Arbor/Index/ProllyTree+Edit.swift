@@ -6,8 +6,14 @@ struct IndexEdit {
     /// The edit that sets `key` to `record` (`nil`: deletes it); a large record's blob object
     /// goes to `blobs`.
     static func setting(_ key: RecordKey, to record: Record?, blobs: inout [(hash: Hash, bytes: [UInt8])]) -> IndexEdit {
-        guard let record else { return IndexEdit(key: key.indexBytes, payload: nil) }
-        let (payload, blob) = ProllyTree.payload(forRecord: RecordCoding.encode(record.properties))
+        setting(key, toEncoded: record.map { RecordCoding.encode($0.properties) }, blobs: &blobs)
+    }
+
+    /// The edit that sets `key` to the record whose canonical bytes are `bytes` (`nil`: deletes
+    /// it); a small record's payload shares `bytes`' storage.
+    static func setting(_ key: RecordKey, toEncoded bytes: [UInt8]?, blobs: inout [(hash: Hash, bytes: [UInt8])]) -> IndexEdit {
+        guard let bytes else { return IndexEdit(key: key.indexBytes, payload: nil) }
+        let (payload, blob) = ProllyTree.payload(forRecord: bytes)
         if let blob { blobs.append(blob) }
         return IndexEdit(key: key.indexBytes, payload: payload)
     }
@@ -106,11 +112,11 @@ extension ProllyTree {
         for entry in entries {
             run.append(entry)
             if isBoundary(entry.key, level: level) {
-                nodes.append(IndexNode(level: level, entries: run))
+                nodes.append(IndexNode(level: level, entries: run.exactCopy()))
                 run.removeAll(keepingCapacity: true)
             }
         }
-        if !run.isEmpty { nodes.append(IndexNode(level: level, entries: run)) }
+        if !run.isEmpty { nodes.append(IndexNode(level: level, entries: run.exactCopy())) }
         return nodes
     }
 
@@ -139,7 +145,7 @@ extension ProllyTree {
                 let entries = node.entries
                 var position = 0
                 func flush() {
-                    added.append(IndexNode(level: level, entries: run))
+                    added.append(IndexNode(level: level, entries: run.exactCopy()))
                     run.removeAll(keepingCapacity: true)
                 }
                 func copyOld(upTo end: Int) {
@@ -164,7 +170,7 @@ extension ProllyTree {
                 copyOld(upTo: entries.count)
                 if run.isEmpty { break }
                 if isLast {
-                    added.append(IndexNode(level: level, entries: run))
+                    added.append(IndexNode(level: level, entries: run.exactCopy()))
                     break
                 }
                 // The run ends without a boundary: it continues into the next node.
@@ -190,5 +196,17 @@ extension ProllyTree {
     /// that the edit itself runs from the cache (one round trip per level on remote engines).
     static func prefetch(_ keys: [[UInt8]], root: IndexNode, source: NodeSource) async throws {
         _ = try await leaves(covering: keys[...], root: root, source: source)
+    }
+}
+
+extension Array {
+    /// A copy in storage of its own sized to its count. A node built in a reused buffer
+    /// (`removeAll(keepingCapacity: true)`) would otherwise take that buffer's capacity, the
+    /// largest run seen so far, into every node after it: for the leaves of a large commit,
+    /// about ten times the entries they hold, kept as long as the node is cached.
+    func exactCopy() -> [Element] {
+        [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
+            initialized = buffer.initialize(fromContentsOf: self)
+        }
     }
 }

@@ -5,9 +5,26 @@
 /// the records it owns. Later changes to the same key win over earlier ones.
 public struct ChangeSet: Sendable {
     enum Change: Sendable {
-        /// A tree of records, root first.
-        case save([Record])
+        /// A tree of records: its root, and the records nested in it (most values have none,
+        /// and an empty array costs no allocation).
+        case save(EncodedRecord, nested: [EncodedRecord])
         case delete(RecordKey)
+    }
+
+    /// A saved record as the commit needs it: encoded once, when saved. Its canonical bytes
+    /// take about a third of the memory of its decoded properties, and become the index entry's
+    /// payload as they are, so a large change set holds each record once and compactly.
+    struct EncodedRecord: Sendable {
+        var key: RecordKey
+        var bytes: [UInt8]
+        /// The records it owns (``Record/childKeys``).
+        var childKeys: [RecordKey]
+
+        init(_ record: Record) {
+            key = record.key
+            bytes = RecordCoding.encode(record.properties)
+            childKeys = record.childKeys
+        }
     }
 
     private(set) var changes: [Change] = []
@@ -18,14 +35,15 @@ public struct ChangeSet: Sendable {
 
     /// Saves `value` and the values it contains.
     public mutating func save<Value: Storable>(_ value: Value) throws {
-        changes.append(.save(try RecordEncoder.records(of: value)))
+        let records = try RecordEncoder.records(of: value)
+        changes.append(.save(EncodedRecord(records[0]), nested: records.dropFirst().map(EncodedRecord.init)))
     }
 
     /// Saves a record as it is. Child properties must name records saved in this change set or
     /// already present in the version the commit builds on.
     public mutating func save(_ record: Record) throws {
         try record.key.validate()
-        changes.append(.save([record]))
+        changes.append(.save(EncodedRecord(record), nested: []))
     }
 
     /// Deletes the value `id` of `type` and the values it owns.

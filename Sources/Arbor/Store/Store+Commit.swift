@@ -64,7 +64,7 @@ extension Store {
 struct CommitPlan {
     /// The final state of every key the change set names (`nil`: deleted), with ownership inside
     /// the set applied: a value saved twice drops the children its first save held.
-    private(set) var final = [RecordKey: Record?]()
+    private(set) var final = [RecordKey: ChangeSet.EncodedRecord?]()
     /// Records of the base version that an earlier change in the set adopted as children and a
     /// later one dropped: they are orphaned too.
     private var droppedBaseRecords = [RecordKey]()
@@ -73,12 +73,12 @@ struct CommitPlan {
         final.reserveCapacity(changes.changes.count)
         for change in changes.changes {
             switch change {
-            case .save(let records):
+            case .save(let root, let nested):
                 // One lookup for the usual case, a key the set names once.
-                if case .some(.some(let earlier)) = final.updateValue(records[0], forKey: records[0].key) {
-                    dropChildren(of: earlier, keeping: Set(records.map(\.key)))
+                if case .some(.some(let earlier)) = final.updateValue(root, forKey: root.key) {
+                    dropChildren(of: earlier, keeping: Set([root.key] + nested.map(\.key)))
                 }
-                for record in records.dropFirst() { final[record.key] = record }
+                for record in nested { final[record.key] = record }
             case .delete(let key):
                 if case .some(.some(let earlier)) = final.updateValue(nil, forKey: key) {
                     dropChildren(of: earlier, keeping: [])
@@ -89,7 +89,7 @@ struct CommitPlan {
 
     /// Deletes what `earlier`, the set's own earlier version of a record, owned and `kept` does
     /// not hold.
-    private mutating func dropChildren(of earlier: Record, keeping kept: Set<RecordKey>) {
+    private mutating func dropChildren(of earlier: ChangeSet.EncodedRecord, keeping kept: Set<RecordKey>) {
         let key = earlier.key
         var frontier = earlier.childKeys
         var seen: Set<RecordKey> = [key]
@@ -140,7 +140,7 @@ struct CommitPlan {
         edits.reserveCapacity(final.count)
         for (key, record) in final {
             let blobCount = blobs.count
-            edits.append(.setting(key, to: record, blobs: &blobs))
+            edits.append(.setting(key, toEncoded: record?.bytes, blobs: &blobs))
             // A blob is the record's canonical bytes after a 2-byte header.
             if blobs.count > blobCount, blobs[blobCount].bytes.count - 2 > Store.maximumRecordSize {
                 throw ArborError(
