@@ -30,11 +30,24 @@ public struct LogCommand: StoreCommand {
     public func run() async throws { try await executeOnStandardOutput() }
 
     public func execute(_ output: inout some TextOutputStream) async throws {
-        let versions = try await store.withStore { store in try await store.log(limit: limit ?? .max) }
+        // Printed as the history is walked, a batch at a time: a history can be long.
+        var printer = JSONArrayPrinter()
+        try await store.withStore { store in
+            // The first batch opens the array: a store that cannot be read prints nothing.
+            var begun = false
+            try await store.log(limit: limit ?? .max, batchSize: 1_000) { versions in
+                if format.json {
+                    if !begun { printer.begin(&output); begun = true }
+                    printer.append(versions.map(Rendering.json), to: &output)
+                } else {
+                    for version in versions { print(Rendering.line(version), to: &output) }
+                }
+            }
+            if format.json && !begun { printer.begin(&output) }
+        }
         if format.json {
-            print(JSONValue.array(versions.map(Rendering.json)).serialized(pretty: true), to: &output)
-        } else {
-            for version in versions { print(Rendering.line(version), to: &output) }
+            printer.end(&output)
+            print("", to: &output)
         }
     }
 }

@@ -1,5 +1,5 @@
 import Arbor
-import ArborCLI
+@testable import ArborCLI
 import ArborJSON
 import Foundation
 import Testing
@@ -101,6 +101,7 @@ import Testing
     @Test func anEmptyStoreHasNoVersions() async throws {
         try await withJSONStore { url async throws in
             #expect(try await arbor("log", url).isEmpty)
+            #expect(try await arbor("log", url, "--json") == "[]\n")
             #expect(try await arbor("heads", url, "--json") == "[]\n")
             #expect(await arborError("get", url, "Task", "1")?.message == "the store has no versions yet")
             #expect(await arborError("delete", url, "Task", "1")?.message == "no Task/1: the store has no versions yet")
@@ -199,6 +200,29 @@ import Testing
                 .object([("name", .string("tags")), ("new", .array([.string("x")]))]),
             ]))
             #expect(changes[1]["properties"] == .array([.object([("name", .string("title")), ("new", .string("b"))])]))
+        }
+    }
+
+    /// log prints a long history a batch of 1,000 versions at a time; the text and the JSON
+    /// document read as if printed whole.
+    @Test func longLogsPrintInBatchesAsOneDocument() async throws {
+        try await withJSONStore { url async throws in
+            let store = Store(backend: try JSONBackend.open(.init(path: String(url.dropFirst("json:".count)))))
+            for index in 0..<1_100 {
+                var changes = ChangeSet()
+                try changes.save(Record(key: RecordKey(type: "Task", id: String(index % 10)), properties: ["n": .int(Int64(index))]))
+                try await store.commit(changes, message: "edit \(index)")
+            }
+            let expected = try await store.log()
+            try await store.close()
+
+            let text = lines(try await arbor("log", url))
+            #expect(text == expected.map(Rendering.line))
+            let document = try await arbor("log", url, "--json")
+            let parsed = try json(document)
+            #expect(parsed.serialized(pretty: true) + "\n" == document)
+            #expect(parsed == .array(expected.map(Rendering.json)))
+            #expect(try json(try await arbor("log", url, "--json", "--limit", "1001")).elements.count == 1_001)
         }
     }
 

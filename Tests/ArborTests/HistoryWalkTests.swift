@@ -189,6 +189,29 @@ import Testing
         #expect(counting.historyRequests <= 24, "\(counting.historyRequests) requests for a merge 190 versions past the fork")
     }
 
+    /// The batched log lists what the whole one does, in the same order, in batches of 1 to
+    /// the size asked, across branches, a merge and limits.
+    @Test func theLogInBatchesListsTheWholeLogInOrder() async throws {
+        let (store, versions) = try await line(of: 40, on: MemoryBackend())
+        var side = ChangeSet()
+        try side.save(item("side", ["v": .int(1)]))
+        try await store.commit(side, parents: [versions[5].id])
+        try await extend(store, through: 40..<45)
+        _ = try await store.mergeHeads()
+        try await extend(store, through: 45..<50)
+        let whole = try await store.log()
+        #expect(whole.count == 52)
+        for limit in [Int.max, 1, 17, 52, 60] {
+            for batchSize in [1, 7, 52, 1_000] {
+                var batches = [[Version]]()
+                try await store.log(limit: limit, batchSize: batchSize) { batches.append($0) }
+                #expect(batches.allSatisfy { !$0.isEmpty && $0.count <= batchSize })
+                #expect(batches.flatMap { $0 }.map(\.id) == whole.prefix(limit).map(\.id), "limit \(limit), batches of \(batchSize)")
+            }
+        }
+        await #expect(throws: ArborError.self) { try await store.log(batchSize: 0) { _ in } }
+    }
+
     @Test func crissCrossLadderMergeWorkIsBounded() async throws {
         // Three replicas that, round after round, each merge all three of the round before:
         // every merge has three best common ancestors, whose virtual ancestor needs the

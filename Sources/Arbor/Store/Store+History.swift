@@ -4,21 +4,44 @@ extension Store {
     ///
     /// - Complexity: O(v) version reads for `v` versions listed; parents are fetched in batches.
     public func log(from heads: [Hash]? = nil, limit: Int = .max) async throws -> [Version] {
+        var result = [Version]()
+        try await log(from: heads, limit: limit, batchSize: 4_096) { result += $0 }
+        return result
+    }
+
+    /// The versions ``log(from:limit:)`` lists, handed to `body` in that order, in batches of 1
+    /// to `batchSize`, as the history is walked: a history of millions of versions is shown or
+    /// processed without holding it whole.
+    ///
+    /// - Complexity: O(v) version reads for `v` versions listed; parents are fetched in batches.
+    ///   Memory for one batch, the versions waiting their turn (about one per branch being
+    ///   walked) and the ids of those seen.
+    public func log(
+        from heads: [Hash]? = nil, limit: Int = .max, batchSize: Int, _ body: ([Version]) async throws -> Void
+    ) async throws {
+        guard batchSize > 0 else { throw ArborError(.invalidInput, "a log's batch size must be at least 1, not \(batchSize)") }
         let start: [Version]
         if let heads { start = try await versions(heads) } else { start = try await self.heads() }
         var pending = NewestFirstQueue()
         for version in start { pending.push(version) }
         var seen = Set(start.map(\.id))
-        var result = [Version]()
+        var batch = [Version]()
+        var listed = 0
         var reader = HistoryReader(backend)
-        while result.count < limit, let next = pending.pop() {
-            result.append(next)
-            let unseen = next.parents.filter { seen.insert($0).inserted }
+        while listed < limit, let next = pending.pop() {
+            batch.append(next)
+            listed += 1
+            if batch.count == batchSize {
+                try await body(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+            // The last version listed needs no parents read.
+            let unseen = listed < limit ? next.parents.filter { seen.insert($0).inserted } : []
             if !unseen.isEmpty {
                 for parent in try await versions(unseen, reader: &reader) { pending.push(parent) }
             }
         }
-        return result
+        if !batch.isEmpty { try await body(batch) }
     }
 
     /// The versions in which the record `key` changed (was added, modified or removed),
