@@ -9,7 +9,8 @@ public struct LogCommand: StoreCommand {
         discussion: """
             One line a version: abbreviated hash, time (ISO 8601, UTC), replica, record count and \
             the first line of the message. With --json, an array of \
-            {"id", "parents", "time", "counter", "replica", "message", "recordCount"} with full hashes.
+            {"id", "parents", "time", "counter", "replica", "message", "recordCount"} with full hashes. \
+            Versions are printed as the history is read, so a long history takes little memory.
             """)
 
     public static let printsListing = true
@@ -33,7 +34,7 @@ public struct LogCommand: StoreCommand {
         // Printed as the history is walked, a batch at a time: a history can be long.
         var printer = JSONArrayPrinter()
         try await store.withStore { store in
-            // The first batch opens the array: a store that cannot be read prints nothing.
+            // The first batch opens the array: a store whose heads cannot be read prints nothing.
             var begun = false
             try await store.log(limit: limit ?? .max, batchSize: 1_000) { versions in
                 if format.json {

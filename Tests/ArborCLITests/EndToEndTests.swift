@@ -207,7 +207,7 @@ import Testing
     /// document read as if printed whole.
     @Test func longLogsPrintInBatchesAsOneDocument() async throws {
         try await withJSONStore { url async throws in
-            let store = Store(backend: try JSONBackend.open(.init(path: String(url.dropFirst("json:".count)))))
+            let store = Store(backend: try JSONBackend.open(.init(path: String(url.dropFirst("json:".count)), synchronous: false)))
             for index in 0..<1_100 {
                 var changes = ChangeSet()
                 try changes.save(Record(key: RecordKey(type: "Task", id: String(index % 10)), properties: ["n": .int(Int64(index))]))

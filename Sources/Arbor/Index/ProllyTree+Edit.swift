@@ -198,15 +198,3 @@ extension ProllyTree {
         _ = try await leaves(covering: keys[...], root: root, source: source)
     }
 }
-
-extension Array {
-    /// A copy in storage of its own sized to its count. A node built in a reused buffer
-    /// (`removeAll(keepingCapacity: true)`) would otherwise take that buffer's capacity, the
-    /// largest run seen so far, into every node after it: for the leaves of a large commit,
-    /// about ten times the entries they hold, kept as long as the node is cached.
-    func exactCopy() -> [Element] {
-        [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
-            initialized = buffer.initialize(fromContentsOf: self)
-        }
-    }
-}

@@ -15,14 +15,17 @@ public struct ChangeSet: Sendable {
     /// take about a third of the memory of its decoded properties, and become the index entry's
     /// payload as they are, so a large change set holds each record once and compactly.
     struct EncodedRecord: Sendable {
-        var key: RecordKey
-        var bytes: [UInt8]
+        let key: RecordKey
+        /// The canonical bytes of its properties (``RecordCoding``), with no spare room: they
+        /// live as long as the change set, and as payloads in the nodes the commit caches.
+        let bytes: [UInt8]
         /// The records it owns (``Record/childKeys``).
-        var childKeys: [RecordKey]
+        let childKeys: [RecordKey]
 
         init(_ record: Record) {
             key = record.key
-            bytes = RecordCoding.encode(record.properties)
+            let encoded = RecordCoding.encode(record.properties)
+            bytes = encoded.capacity > encoded.count ? encoded.exactCopy() : encoded
             childKeys = record.childKeys
         }
     }

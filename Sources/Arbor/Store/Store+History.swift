@@ -5,7 +5,7 @@ extension Store {
     /// - Complexity: O(v) version reads for `v` versions listed; parents are fetched in batches.
     public func log(from heads: [Hash]? = nil, limit: Int = .max) async throws -> [Version] {
         var result = [Version]()
-        try await log(from: heads, limit: limit, batchSize: 4_096) { result += $0 }
+        try await log(from: heads, limit: limit, batchSize: .max) { result = $0 }
         return result
     }
 
