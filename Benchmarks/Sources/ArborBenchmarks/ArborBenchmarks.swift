@@ -28,7 +28,13 @@ struct ArborBenchmarks {
             }
         }
         var records = 100_000
+        let recordsGiven = arguments.contains("--records")
         var batch = 1_000
+        var changes = 100
+        if let index = arguments.firstIndex(of: "--changes"), index + 1 < arguments.count, let value = Int(arguments[index + 1]) {
+            changes = value
+            arguments.removeSubrange(index...(index + 1))
+        }
         if let index = arguments.firstIndex(of: "--records"), index + 1 < arguments.count, let value = Int(arguments[index + 1]) {
             records = value
             arguments.removeSubrange(index...(index + 1))
@@ -103,7 +109,8 @@ struct ArborBenchmarks {
                     try await PostgresBenchmark(records: records).run(url: url)
                 case "merge":
                     for engine in adapters == ["memory", "json"] ? ["memory"] : adapters {
-                        try await MergeBenchmark(sizes: [10_000, 1_000_000], changes: 100, engine: engine).run()
+                        // `--records N --changes K`: one store of N records, K changes a side.
+                        try await MergeBenchmark(sizes: recordsGiven ? [records] : [10_000, 1_000_000], changes: changes, engine: engine).run()
                     }
                 case "sync":
                     try await SyncBenchmark().run()

@@ -10,9 +10,11 @@ struct MergeBenchmark {
     var sizes: [Int]
     var changes: Int
     var engine = "memory"
-    /// Merges per size; the median is reported. Each runs with no node cache, so that every
-    /// node it reads is counted.
-    static let repetitions = 7
+    /// Merges per size (7, or ARBOR_BENCH_REPETITIONS); the median is reported. Each runs with
+    /// no node cache, so that every node it reads is counted.
+    static let repetitions = Int(ProcessInfo.processInfo.environment["ARBOR_BENCH_REPETITIONS"] ?? "") ?? 7
+    /// The peak of anonymous memory over a size's merges, above the figure before them.
+    let sampler = AnonymousMemorySampler()
 
     func run() async throws {
         var results = [(n: Int, seconds: Double, reads: Int)]()
@@ -52,6 +54,10 @@ struct MergeBenchmark {
             // The median of several merges, each through a fresh store: one merge takes
             // milliseconds, and a single one varied by half from run to run.
             var runs = [(seconds: Double, reads: Int, report: MergeReport)]()
+            // Peak anonymous memory above the figure before the merges, the largest of the runs.
+            usleep(50_000)
+            let baseline = TransferBenchmark.statusMegabytes("RssAnon")
+            sampler.reset()
             for _ in 0..<Self.repetitions {
                 let store = Store(backend: backend, configuration: .init(replica: "bench", nodeCacheCapacity: 0))
                 backend.reset()
@@ -63,9 +69,9 @@ struct MergeBenchmark {
             }
             let median = runs.sorted { $0.seconds < $1.seconds }[runs.count / 2]
             results.append((n, median.seconds, median.reads))
-            print(String(format: "merge n=%d k=%d per side: %.1f ms (median of %d; %@), %d objects read, %d records changed, %d conflicts",
+            print(String(format: "merge n=%d k=%d per side: %.1f ms (median of %d; %@), %d objects read, %d records changed, %d conflicts, peak anon +%.0f MB",
                          n, changes, median.seconds * 1000, runs.count, runs.map { String(format: "%.1f", $0.seconds * 1000) }.joined(separator: " "),
-                         median.reads, median.report.changed.count, median.report.resolved.count))
+                         median.reads, median.report.changed.count, median.report.resolved.count, sampler.peakMegabytes - baseline))
             try await loader.close()
         }
         if let small = results.first, let large = results.last, results.count > 1 {
