@@ -69,7 +69,7 @@ import Testing
         let seed = try await Self.seed()
         var mutator = Mutator(seed: FuzzSettings.seed ^ 0x570E)
         let allowed: Set<ArborError.Code> = [.corruptObject, .missingObject, .unsupportedFormat, .invalidInput, .coding, .unknownVersion]
-        var tally = FuzzTally("stores of damaged, correctly hashed objects (read, commit, exchange, migrate)", allowing: allowed)
+        var tally = FuzzTally("stores of damaged, correctly hashed objects (read, commit, merge, exchange, migrate)", allowing: allowed)
         let iterations = max(FuzzSettings.iterations / 10, 1)
         while tally.inputs < iterations {
             // The heads, the commit, the root, a leaf or the blob.
@@ -148,6 +148,37 @@ import Testing
 
     /// Runs every kind of operation on a store of `objects` whose heads ref is `heads`; throws
     /// the first ``ArborError`` any of them threw (all of them run).
+    /// A merge keeps the records it works on undecoded until it reaches them: a damaged one
+    /// is still found, named, before anything is written.
+    @Test func aMergeOverADamagedRecordNamesItAndWritesNothing() async throws {
+        let seed = try await Self.seed()
+        // The second version's leaf holding Task/t16, with that record's bytes damaged.
+        let key = RecordKey(type: "Task", id: "t16")
+        let leaf = try #require(try seed.leaves.first { hash in
+            try IndexNode.decode(seed.objects[hash] ?? []).entries.contains { $0.key == key.indexBytes }
+        })
+        var node = try IndexNode.decode(seed.objects[leaf] ?? [])
+        let position = try #require(node.entries.firstIndex { $0.key == key.indexBytes })
+        node.entries[position].payload = .inline([0xFF, 0xFF])
+        let (objects, heads) = Self.relink(seed, victim: leaf, path: Array(seed.path.prefix(3)), bytes: node.encoded())
+        let backend = MemoryBackend()
+        try await backend.put(objects.map { ($0.key, $0.value) })
+        _ = try await backend.compareAndSwap(ref: RefName.heads, expected: nil, new: heads)
+        let store = Store(backend: backend, configuration: .init(replica: "hostile", clock: TickClock().read))
+        try await store.change(on: try await store.version(seed.first), "branch") { changes in
+            try changes.save(Task(id: "t16", title: "on a branch", done: false))
+        }
+        let headsBefore = try await store.heads().map(\.id)
+        #expect(headsBefore.count == 2)
+        await #expect {
+            _ = try await store.mergeHeads()
+        } throws: { error in
+            guard let error = error as? ArborError else { return false }
+            return error.code == .corruptObject && error.message.contains("Task/t16")
+        }
+        #expect(try await store.heads().map(\.id) == headsBefore)
+    }
+
     static func exercise(objects: [Hash: [UInt8]], heads: Hash, first: Hash, keys: [RecordKey]) async throws {
         let backend = MemoryBackend()
         try await backend.put(objects.map { ($0.key, $0.value) })
@@ -171,7 +202,15 @@ import Testing
             changes.delete(RecordKey(type: "Task", id: "t8"))
             try await store.commit(changes, message: "on top", parents: try await store.heads().map(\.id))
         }
-        await attempt { _ = try await store.mergeHeads() }
+        // A branch from the first version that changes a record the second changed too: the
+        // merge diffs the damaged tree and decodes all three versions of what both changed.
+        await attempt {
+            try await store.change(on: try await store.version(first), "branch") { changes in
+                try changes.save(Task(id: "t16", title: "on a branch", done: false))
+                try changes.save(Task(id: "t79", title: "on a branch", done: false))
+            }
+            _ = try await store.mergeHeads()
+        }
         await attempt { try await store.exchange(to: Store(backend: MemoryBackend())) }
         await attempt { try await store.migrate(to: Store(backend: MemoryBackend())) }
         if let failure { throw failure }

@@ -1,13 +1,16 @@
 /// The records a merge works on: the three versions of every record either side changed since
 /// the ancestor, and the merged result as it is built.
+///
+/// The three versions are kept as canonical bytes, a third of the memory of decoded records,
+/// and decoded one record at a time as the merge reaches it (``recordMerge(_:store:)``).
 struct MergeState {
     /// Every key either side changed, in key order.
     private(set) var changed = [RecordKey]()
-    private var base = [RecordKey: Record]()
-    private var ours = [RecordKey: Record]()
-    private var theirs = [RecordKey: Record]()
-    /// What each key holds at ours' head, for every key in `merged`.
-    private var inOurs = [RecordKey: Record?]()
+    private var base = [RecordKey: [UInt8]]()
+    private var ours = [RecordKey: [UInt8]]()
+    private var theirs = [RecordKey: [UInt8]]()
+    /// The canonical bytes each key holds at ours' head (`nil`: absent), for every key in `merged`.
+    private var inOurs = [RecordKey: [UInt8]?]()
     /// The merged state of the keys decided so far (`nil`: deleted); other keys are as in ours.
     var merged = [RecordKey: Record?]()
     /// Blob objects of large merged records, to write with the commit.
@@ -20,7 +23,7 @@ struct MergeState {
         self.theirsRoot = theirsRoot
     }
 
-    /// Diffs both sides against the ancestor's root and decodes the changed records.
+    /// Diffs both sides against the ancestor's root and reads the changed records.
     ///
     /// - Complexity: O(k log n) node reads for `k` changed records.
     static func load(base baseRoot: Hash, ours: Version, theirs: Version, store: Store, source: NodeSource) async throws -> MergeState {
@@ -31,9 +34,9 @@ struct MergeState {
         func entries(_ differences: [IndexDifference], _ side: KeyPath<IndexDifference, IndexPayload?>) -> [(key: [UInt8], payload: IndexPayload)] {
             differences.compactMap { difference in difference[keyPath: side].map { (difference.key, $0) } }
         }
-        for record in try await store.decode(entries(oursDiff, \.old) + entries(theirsDiff, \.old)) { state.base[record.key] = record }
-        let oursNew = try await store.decode(entries(oursDiff, \.new))
-        let theirsNew = try await store.decode(entries(theirsDiff, \.new))
+        for (key, bytes) in try await store.recordBytes(entries(oursDiff, \.old) + entries(theirsDiff, \.old)) { state.base[key] = bytes }
+        let oursNew = try await store.recordBytes(entries(oursDiff, \.new))
+        let theirsNew = try await store.recordBytes(entries(theirsDiff, \.new))
         for difference in oursDiff + theirsDiff { keys.insert(difference.key) }
         state.changed = try keys.sorted { compareKeys($0, $1) < 0 }.map { try RecordKey(indexBytes: $0[...]) }
         let oursChanged = Set(try oursDiff.map { try RecordKey(indexBytes: $0.key[...]) })
@@ -42,14 +45,21 @@ struct MergeState {
             if !oursChanged.contains(key) { state.ours[key] = state.base[key] }
             if !theirsChanged.contains(key) { state.theirs[key] = state.base[key] }
         }
-        for record in oursNew { state.ours[record.key] = record }
-        for record in theirsNew { state.theirs[record.key] = record }
+        for (key, bytes) in oursNew { state.ours[key] = bytes }
+        for (key, bytes) in theirsNew { state.theirs[key] = bytes }
         for key in state.changed { state.inOurs[key] = .some(state.ours[key]) }
         return state
     }
 
-    func recordMerge(_ key: RecordKey) -> RecordMerge {
-        RecordMerge(key: key, base: base[key], ours: ours[key], theirs: theirs[key])
+    /// The three versions of `key`, decoded; a side that holds the same bytes as another
+    /// shares its decoded record.
+    func recordMerge(_ key: RecordKey, store: Store) throws -> RecordMerge {
+        let (baseBytes, oursBytes, theirsBytes) = (base[key], ours[key], theirs[key])
+        let baseRecord = try baseBytes.map { try store.decodeRecord($0, of: key) }
+        let oursRecord = try oursBytes == baseBytes ? baseRecord : oursBytes.map { try store.decodeRecord($0, of: key) }
+        let theirsRecord = try theirsBytes == baseBytes ? baseRecord
+            : (theirsBytes == oursBytes ? oursRecord : theirsBytes.map { try store.decodeRecord($0, of: key) })
+        return RecordMerge(key: key, base: baseRecord, ours: oursRecord, theirs: theirsRecord)
     }
 
     /// Restores ownership in the merged records: a child a merged record names but the merge
@@ -61,7 +71,8 @@ struct MergeState {
     mutating func enforceOwnership(store: Store, source: NodeSource) async throws {
         var candidates = Set<RecordKey>()
         for key in changed {
-            for record in [base[key], ours[key], theirs[key]] { candidates.formUnion(record?.childKeys ?? []) }
+            // Read from the bytes: the merge decoded (so checked) every one of them already.
+            for bytes in [base[key], ours[key], theirs[key]] { candidates.formUnion(try bytes.map(RecordCoding.childKeys) ?? []) }
         }
         while true {
             var held = Set<RecordKey>()
@@ -71,7 +82,7 @@ struct MergeState {
                 let fromOurs = try await store.records(dangling, root: oursRoot, source: source)
                 let fromTheirs = try await store.records(dangling, root: theirsRoot, source: source)
                 for key in dangling {
-                    guard let record = fromOurs[key] ?? fromTheirs[key] ?? base[key] else {
+                    guard let record = try fromOurs[key] ?? fromTheirs[key] ?? base[key].map({ try store.decodeRecord($0, of: key) }) else {
                         throw ArborError(.invalidInput, "the merge keeps a record naming child \(key), which neither side holds")
                     }
                     merged[key] = .some(record)
@@ -84,7 +95,7 @@ struct MergeState {
             if !unknown.isEmpty {
                 let found = try await store.records(unknown, root: oursRoot, source: source)
                 for key in unknown {
-                    inOurs[key] = .some(found[key])
+                    inOurs[key] = .some(found[key].map { RecordCoding.encode($0.properties) })
                     merged[key] = .some(found[key])
                 }
             }
@@ -101,8 +112,11 @@ struct MergeState {
     /// blobs go to ``blobs``.
     mutating func edits() -> [IndexEdit] {
         var edits = [IndexEdit]()
-        for (key, record) in merged where inOurs[key] == nil || inOurs[key]! != record {
-            edits.append(.setting(key, to: record, blobs: &blobs))
+        for (key, record) in merged {
+            // Records are equal exactly when their canonical bytes are.
+            let bytes = record.map { RecordCoding.encode($0.properties) }
+            if case .some(let held) = inOurs[key], held == bytes { continue }
+            edits.append(.setting(key, toEncoded: bytes, blobs: &blobs))
         }
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
     }

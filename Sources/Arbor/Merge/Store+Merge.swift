@@ -116,7 +116,7 @@ extension Store {
         // Merge every changed record; collect what conflicts.
         var pending = [(merge: RecordMerge, result: RecordMerge.Result)]()
         for key in state.changed {
-            let recordMerge = state.recordMerge(key)
+            let recordMerge = try state.recordMerge(key, store: self)
             let result = recordMerge.merge()
             if result.conflicts.isEmpty { state.merged[key] = .some(result.merged) } else { pending.append((recordMerge, result)) }
         }

@@ -15,13 +15,39 @@ extension Store {
     }
 
     private func decode(_ payload: IndexPayload, of key: RecordKey, blobs: [Hash: [UInt8]]) throws -> Record {
-        do {
+        try decodeRecord(try recordBytes(payload, of: key, blobs: blobs), of: key)
+    }
+
+    /// The canonical bytes of the records of `entries`, undecoded (a blob record's taken out
+    /// of its blob, the blobs fetched in one batch): for work that holds many records and
+    /// decodes each only when it needs it (``decodeRecord(_:of:)``).
+    func recordBytes(_ entries: [(key: [UInt8], payload: IndexPayload)]) async throws -> [(key: RecordKey, bytes: [UInt8])] {
+        let blobHashes = entries.compactMap { if case .blob(let hash) = $0.payload { hash } else { nil } }
+        let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: backend)
+        return try entries.map { entry in
+            let key = try RecordKey(indexBytes: entry.key[...])
+            return (key, try recordBytes(entry.payload, of: key, blobs: blobs))
+        }
+    }
+
+    private func recordBytes(_ payload: IndexPayload, of key: RecordKey, blobs: [Hash: [UInt8]]) throws -> [UInt8] {
+        try naming(key) {
             switch payload {
-            case .inline(let bytes): return Record(key: key, properties: try RecordCoding.decode(bytes))
-            case .blob(let hash): return Record(key: key, properties: try RecordCoding.decode(try Blob.decode(blobs[hash] ?? [])))
+            case .inline(let bytes): return bytes
+            case .blob(let hash): return try Blob.decode(blobs[hash] ?? [])
             case .node: throw ArborError(.corruptObject, "a leaf entry names a node")
             }
-        } catch let error as ArborError {
+        }
+    }
+
+    /// The record `key` from its canonical bytes.
+    func decodeRecord(_ bytes: [UInt8], of key: RecordKey) throws -> Record {
+        try naming(key) { Record(key: key, properties: try RecordCoding.decode(bytes)) }
+    }
+
+    /// Runs `body`, saying which record could not be decoded if it fails.
+    private func naming<Result>(_ key: RecordKey, _ body: () throws -> Result) throws -> Result {
+        do { return try body() } catch let error as ArborError {
             throw ArborError(.corruptObject, "record \(key) cannot be decoded: \(error.message)", backend: backend.engineName, operation: "read")
         }
     }
