@@ -3,7 +3,9 @@ import Foundation
 /// One property of a record.
 ///
 /// Equality is the equality of canonical bytes: every NaN equals every other NaN, and `0.0` and
-/// `-0.0` are different values, so that two equal values always have the same hash.
+/// `-0.0` are different values, so that two equal values always have the same hash. One
+/// exception: the names of a map are compared as `String`s, so names that differ only in
+/// Unicode form are equal, though their bytes differ.
 public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
     case null
     case bool(Bool)

@@ -146,8 +146,6 @@ import Testing
         #expect(!report.isIntact && report.corruptCount >= 1)
     }
 
-    /// Runs every kind of operation on a store of `objects` whose heads ref is `heads`; throws
-    /// the first ``ArborError`` any of them threw (all of them run).
     /// A merge keeps the records it works on undecoded until it reaches them: a damaged one
     /// is still found, named, before anything is written.
     @Test func aMergeOverADamagedRecordNamesItAndWritesNothing() async throws {
@@ -169,6 +167,7 @@ import Testing
             try changes.save(Task(id: "t16", title: "on a branch", done: false))
         }
         let headsBefore = try await store.heads().map(\.id)
+        let objectsBefore = try await backend.allHashes()
         #expect(headsBefore.count == 2)
         await #expect {
             _ = try await store.mergeHeads()
@@ -177,8 +176,11 @@ import Testing
             return error.code == .corruptObject && error.message.contains("Task/t16")
         }
         #expect(try await store.heads().map(\.id) == headsBefore)
+        #expect(try await backend.allHashes() == objectsBefore)
     }
 
+    /// Runs every kind of operation on a store of `objects` whose heads ref is `heads`; throws
+    /// the first ``ArborError`` any of them threw (all of them run).
     static func exercise(objects: [Hash: [UInt8]], heads: Hash, first: Hash, keys: [RecordKey]) async throws {
         let backend = MemoryBackend()
         try await backend.put(objects.map { ($0.key, $0.value) })

@@ -57,6 +57,23 @@ import Testing
         }
     }
 
+    /// A property named in two Unicode forms ("é" as one scalar, and as "e" and a combining
+    /// accent), settled for ours: the merged record equals ours' as a record, so ours' index is
+    /// left as it is, its bytes and spelling too, as merges have always done.
+    @Test func aNameInAnotherUnicodeFormSettledForOursLeavesOursAsItIs() async throws {
+        try await withStore(.memory) { store in
+            let (composed, decomposed) = ("\u{E9}", "e\u{301}")
+            let base = try await store.change(on: nil) { try $0.save(item("r", [composed: .int(0)])) }
+            let a = try await store.change(on: base, "ours") { try $0.save(item("r", [decomposed: .int(1)])) }
+            let b = try await store.change(on: base, "theirs") { try $0.save(item("r", [composed: .int(2)])) }
+            let (version, report) = try merged(try await store.merge(a.id, b.id, strategy: .ours))
+            #expect(report.resolved.count == 1)
+            #expect(version.root == a.root)
+            let record = try #require(try await store.record(RecordKey(type: "Item", id: "r"), at: version.id))
+            #expect(record.properties.keys.map(\.unicodeScalars.count) == [2])
+        }
+    }
+
     @Test func sameRecordInsertedOnBothSides() async throws {
         try await withStore(.memory) { store in
             let root = try await store.change(on: nil) { try $0.save(item("other", [:])) }

@@ -300,6 +300,14 @@ import Testing
         #expect(count == 4_000)
         #expect(remembering.rememberedBytesCount > 100)
         #expect(forgetting.rememberedBytesCount == 0)
+
+        // One side only, as a merge's second diff keeps the base's nodes and not theirs'.
+        let newSideForgotten = store.makeSource()
+        #expect(try await ProllyTree.diff(Store.emptyRoot.hash, root, source: newSideForgotten, rememberNew: false).count == 2_000)
+        #expect(newSideForgotten.rememberedBytesCount == 0)
+        let oldSideKept = store.makeSource()
+        #expect(try await ProllyTree.diff(root, Store.emptyRoot.hash, source: oldSideKept, rememberNew: false).count == 2_000)
+        #expect(oldSideKept.rememberedBytesCount == remembering.rememberedBytesCount)
     }
 }
 

@@ -12,10 +12,13 @@ extension ProllyTree {
     /// sequences are skipped unread, and only differing nodes are expanded. Because the tree's
     /// shape depends only on its contents, unchanged regions line up as identical subtrees.
     ///
+    /// `source` keeps the nodes read on each side for which `rememberNew` (the new side) is
+    /// true; the old side's always (``diff(_:_:source:batchSize:remember:rememberNew:_:)``).
+    ///
     /// - Complexity: O(k log n) node reads for `k` differences; none when the roots are equal.
-    static func diff(_ old: Hash, _ new: Hash, source: NodeSource) async throws -> [IndexDifference] {
+    static func diff(_ old: Hash, _ new: Hash, source: NodeSource, rememberNew: Bool = true) async throws -> [IndexDifference] {
         var differences = [IndexDifference]()
-        try await diff(old, new, source: source, batchSize: .max) { differences.append(contentsOf: $0) }
+        try await diff(old, new, source: source, batchSize: .max, rememberNew: rememberNew) { differences.append(contentsOf: $0) }
         return differences
     }
 
@@ -25,14 +28,17 @@ extension ProllyTree {
     /// With `remember`, `source` keeps every node read for the rest of its operation (a merge
     /// diffs twice against one base); without, memory holds one batch, the leaves whose entries
     /// are still to be compared and the stacks of subtrees still to be walked, whatever the
-    /// number of differences.
+    /// number of differences. `rememberNew`, when given, says it for the new side alone (a
+    /// merge edits ours' tree after its diffs, and reads theirs' no more).
     ///
     /// - Complexity: O(k log n) node reads for `k` differences.
     static func diff(
-        _ old: Hash, _ new: Hash, source: NodeSource, batchSize: Int, remember: Bool = true,
+        _ old: Hash, _ new: Hash, source: NodeSource, batchSize: Int, remember: Bool = true, rememberNew: Bool? = nil,
         _ body: ([IndexDifference]) async throws -> Void
     ) async throws {
         guard old != new else { return }
+        let rememberOld = remember
+        let rememberNew = rememberNew ?? remember
         // Nodes are read as bytes and compared in place; only differing entries are decoded.
         // An item is a subtree not yet read, or entry `index` of the leaf in `nodes[slot]`. A leaf's
         // entries are stacked last first, so the walk is done with it when it takes its last.
@@ -44,8 +50,8 @@ extension ProllyTree {
         // A leaf's slot is emptied once its entries are taken, and used again for the next leaf.
         var nodes = [NodeBytes?]()
         var freeSlots = [Int]()
-        let oldRoot = try await source.nodeBytes(old, remember: remember)
-        let newRoot = try await source.nodeBytes(new, remember: remember)
+        let oldRoot = try await source.nodeBytes(old, remember: rememberOld)
+        let newRoot = try await source.nodeBytes(new, remember: rememberNew)
         // The roots, read for their levels, are not read again when the walk reaches them.
         var roots = [old: oldRoot, new: newRoot]
         // Stacks: the head of each sequence is the last element.
@@ -65,7 +71,7 @@ extension ProllyTree {
                 differences.removeAll(keepingCapacity: true)
             }
         }
-        func expand(_ stack: inout [Item]) async throws {
+        func expand(_ stack: inout [Item], remember: Bool) async throws {
             guard case .node(let hash, let level) = stack.removeLast() else { return }
             let node: NodeBytes
             if let root = roots.removeValue(forKey: hash) { node = root } else { node = try await source.nodeBytes(hash, remember: remember) }
@@ -103,12 +109,12 @@ extension ProllyTree {
                 try await emit(try difference((slot, index), old: true))
                 pop(&left)
             case (.node?, nil):
-                try await expand(&left)
+                try await expand(&left, remember: rememberOld)
             case (nil, .entry(let slot, let index)?):
                 try await emit(try difference((slot, index), old: false))
                 pop(&right)
             case (nil, .node?):
-                try await expand(&right)
+                try await expand(&right, remember: rememberNew)
             case (.entry(let a, let i)?, .entry(let b, let j)?):
                 let (leafA, leafB) = (nodes[a]!, nodes[b]!)
                 let order = leafA.compareKey(i, with: leafB, j)
@@ -132,8 +138,8 @@ extension ProllyTree {
                     continue
                 }
                 let (levelA, levelB) = (a.level, b.level)
-                if levelA >= levelB { try await expand(&left) }
-                if levelB >= levelA { try await expand(&right) }
+                if levelA >= levelB { try await expand(&left, remember: rememberOld) }
+                if levelB >= levelA { try await expand(&right, remember: rememberNew) }
             }
         }
     }

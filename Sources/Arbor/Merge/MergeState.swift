@@ -28,8 +28,10 @@ struct MergeState {
     /// - Complexity: O(k log n) node reads for `k` changed records.
     static func load(base baseRoot: Hash, ours: Version, theirs: Version, store: Store, source: NodeSource) async throws -> MergeState {
         var state = MergeState(oursRoot: ours.root, theirsRoot: theirs.root)
+        // The base's nodes are kept for the second diff, ours' for the index edit that follows;
+        // theirs' are not read again.
         let oursDiff = try await ProllyTree.diff(baseRoot, ours.root, source: source)
-        let theirsDiff = try await ProllyTree.diff(baseRoot, theirs.root, source: source)
+        let theirsDiff = try await ProllyTree.diff(baseRoot, theirs.root, source: source, rememberNew: false)
         var keys = Set<[UInt8]>()
         func entries(_ differences: [IndexDifference], _ side: KeyPath<IndexDifference, IndexPayload?>) -> [(key: [UInt8], payload: IndexPayload)] {
             differences.compactMap { difference in difference[keyPath: side].map { (difference.key, $0) } }
@@ -113,11 +115,22 @@ struct MergeState {
     mutating func edits() -> [IndexEdit] {
         var edits = [IndexEdit]()
         for (key, record) in merged {
-            // Records are equal exactly when their canonical bytes are.
             let bytes = record.map { RecordCoding.encode($0.properties) }
-            if case .some(let held) = inOurs[key], held == bytes { continue }
+            if case .some(let held) = inOurs[key], Self.sameRecord(held, bytes, record) { continue }
             edits.append(.setting(key, toEncoded: bytes, blobs: &blobs))
         }
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
+    }
+
+    /// Whether ours' `held` bytes and the merged `record` (whose bytes are `bytes`) are the same
+    /// record. Equal bytes are; different ones are not, unless property names differ only in
+    /// Unicode form, which `Record` equality (by `String`) ignores and the bytes keep: a record
+    /// with a non-ASCII byte is compared decoded, as merges always compared them.
+    private static func sameRecord(_ held: [UInt8]?, _ bytes: [UInt8]?, _ record: Record?) -> Bool {
+        if held == bytes { return true }
+        guard let held, let bytes, let record, held.contains(where: { $0 >= 0x80 }) || bytes.contains(where: { $0 >= 0x80 }),
+              let properties = try? RecordCoding.decode(held)
+        else { return false }
+        return properties == record.properties
     }
 }

@@ -16,10 +16,8 @@ public struct ChangeSet: Sendable {
     /// payload as they are, so a large change set holds each record once and compactly.
     struct EncodedRecord: Sendable {
         let key: RecordKey
-        /// The canonical bytes of its properties (``RecordCoding``). A small record's have no
-        /// spare room: they live as long as the change set, and as payloads in the nodes the
-        /// commit caches. A large one's are kept as written, not copied again: it becomes a
-        /// blob, and a copy of a record of hundreds of megabytes would double its peak.
+        /// The canonical bytes of its properties (``RecordCoding``), with no spare room: they
+        /// live as long as the change set, and as payloads in the nodes the commit caches.
         let bytes: [UInt8]
         /// The records it owns (``Record/childKeys``).
         let childKeys: [RecordKey]
@@ -27,7 +25,7 @@ public struct ChangeSet: Sendable {
         init(_ record: Record) {
             key = record.key
             let encoded = RecordCoding.encode(record.properties)
-            bytes = encoded.count <= ProllyTree.inlineLimit && encoded.capacity > encoded.count ? encoded.exactCopy() : encoded
+            bytes = encoded.capacity > encoded.count ? encoded.exactCopy() : encoded
             childKeys = record.childKeys
         }
     }
