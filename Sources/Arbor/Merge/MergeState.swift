@@ -1,7 +1,7 @@
 /// The records a merge works on: the three versions of every record either side changed since
 /// the ancestor, and the merged result as it is built.
 ///
-/// The three versions are kept as canonical bytes, a third of the memory of decoded records,
+/// The three versions are kept as canonical bytes, a fraction of the memory of decoded records,
 /// and decoded one record at a time as the merge reaches it (``recordMerge(_:store:)``).
 struct MergeState {
     /// Every key either side changed, in key order.

@@ -12,7 +12,7 @@ public struct ChangeSet: Sendable {
     }
 
     /// A saved record as the commit needs it: encoded once, when saved. Its canonical bytes
-    /// take about a third of the memory of its decoded properties, and become the index entry's
+    /// take less than half the memory of its decoded properties, and become the index entry's
     /// payload as they are, so a large change set holds each record once and compactly.
     struct EncodedRecord: Sendable {
         let key: RecordKey
