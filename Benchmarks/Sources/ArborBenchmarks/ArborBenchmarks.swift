@@ -79,6 +79,8 @@ struct ArborBenchmarks {
         }
         let buildReadStore = arguments.contains("--build")
         arguments.removeAll { $0 == "--build" }
+        let conflicting = arguments.contains("--conflicts")
+        arguments.removeAll { $0 == "--conflicts" }
         let suites = arguments.isEmpty ? ["commit"] : arguments
         do {
             for suite in suites {
@@ -110,7 +112,9 @@ struct ArborBenchmarks {
                 case "merge":
                     for engine in adapters == ["memory", "json"] ? ["memory"] : adapters {
                         // `--records N --changes K`: one store of N records, K changes a side.
-                        try await MergeBenchmark(sizes: recordsGiven ? [records] : [10_000, 1_000_000], changes: changes, engine: engine).run()
+                        try await MergeBenchmark(
+                            sizes: recordsGiven ? [records] : [10_000, 1_000_000], changes: changes, engine: engine,
+                            conflicting: conflicting).run()
                     }
                 case "sync":
                     try await SyncBenchmark().run()

@@ -10,6 +10,7 @@ struct MergeBenchmark {
     var sizes: [Int]
     var changes: Int
     var engine = "memory"
+    var conflicting = false
     /// Merges per size (7, or ARBOR_BENCH_REPETITIONS); the median is reported. Each runs with
     /// no node cache, so that every node it reads is counted.
     static let repetitions = Int(ProcessInfo.processInfo.environment["ARBOR_BENCH_REPETITIONS"] ?? "") ?? 7
@@ -45,7 +46,8 @@ struct MergeBenchmark {
             for index in 0..<changes {
                 var a = items[(index * 7919) % n], b = items[(index * 104_729 + 13) % n]
                 a.title = "ours \(index)"
-                b.count = -index
+                // `--conflicts`: both sides change the title, so keys both changed conflict.
+                if conflicting { b.title = "theirs \(index)" } else { b.count = -index }
                 try ours.save(a)
                 try theirs.save(b)
             }
