@@ -29,6 +29,17 @@ enum ProllyTree {
         boundaryHash(key, level: level) < UInt64.max / (level == 0 ? leafFanout : branchFanout)
     }
 
+    /// Whether `payload` stores the record whose canonical bytes are `bytes` as
+    /// ``payload(forRecord:)`` does: inline up to ``inlineLimit`` bytes, a blob above (a blob's
+    /// hash is checked when it is read).
+    static func isCanonical(_ payload: IndexPayload, forRecord bytes: [UInt8]) -> Bool {
+        switch payload {
+        case .inline: bytes.count <= inlineLimit
+        case .blob: bytes.count > inlineLimit
+        case .node: false
+        }
+    }
+
     /// The payload that stores `properties` as a record: inline, or a blob for large records.
     static func payload(forRecord bytes: [UInt8]) -> (payload: IndexPayload, blob: (Hash, [UInt8])?) {
         guard bytes.count > inlineLimit else { return (.inline(bytes), nil) }

@@ -15,10 +15,16 @@ struct MergeState {
     var merged = [RecordKey: Record?]()
     /// Blob objects of large merged records, to write with the commit.
     private(set) var blobs = [(hash: Hash, bytes: [UInt8])]()
+    /// Whether every record read was stored as Arbor stores it (inline up to
+    /// ``ProllyTree/inlineLimit`` bytes, a blob above), so that its payload can be made again
+    /// from its bytes. A store written otherwise is read, but not second-guessed.
+    private var payloadsFollowBytes = true
+    private let baseRoot: Hash
     private let oursRoot: Hash
     private let theirsRoot: Hash
 
-    private init(oursRoot: Hash, theirsRoot: Hash) {
+    private init(baseRoot: Hash, oursRoot: Hash, theirsRoot: Hash) {
+        self.baseRoot = baseRoot
         self.oursRoot = oursRoot
         self.theirsRoot = theirsRoot
     }
@@ -27,7 +33,7 @@ struct MergeState {
     ///
     /// - Complexity: O(k log n) node reads for `k` changed records.
     static func load(base baseRoot: Hash, ours: Version, theirs: Version, store: Store, source: NodeSource) async throws -> MergeState {
-        var state = MergeState(oursRoot: ours.root, theirsRoot: theirs.root)
+        var state = MergeState(baseRoot: baseRoot, oursRoot: ours.root, theirsRoot: theirs.root)
         // The base's nodes are kept for the second diff, ours' for the index edit that follows;
         // theirs' are not read again.
         let oursDiff = try await ProllyTree.diff(baseRoot, ours.root, source: source)
@@ -36,9 +42,16 @@ struct MergeState {
         func entries(_ differences: [IndexDifference], _ side: KeyPath<IndexDifference, IndexPayload?>) -> [(key: [UInt8], payload: IndexPayload)] {
             differences.compactMap { difference in difference[keyPath: side].map { (difference.key, $0) } }
         }
-        for (key, bytes) in try await store.recordBytes(entries(oursDiff, \.old) + entries(theirsDiff, \.old)) { state.base[key] = bytes }
-        let oursNew = try await store.recordBytes(entries(oursDiff, \.new))
-        let theirsNew = try await store.recordBytes(entries(theirsDiff, \.new))
+        func read(_ entries: [(key: [UInt8], payload: IndexPayload)]) async throws -> [(key: RecordKey, bytes: [UInt8])] {
+            let records = try await store.recordBytes(entries)
+            for (entry, record) in zip(entries, records) where !ProllyTree.isCanonical(entry.payload, forRecord: record.bytes) {
+                state.payloadsFollowBytes = false
+            }
+            return records
+        }
+        for (key, bytes) in try await read(entries(oursDiff, \.old) + entries(theirsDiff, \.old)) { state.base[key] = bytes }
+        let oursNew = try await read(entries(oursDiff, \.new))
+        let theirsNew = try await read(entries(theirsDiff, \.new))
         for difference in oursDiff + theirsDiff { keys.insert(difference.key) }
         state.changed = try keys.sorted { compareKeys($0, $1) < 0 }.map { try RecordKey(indexBytes: $0[...]) }
         let oursChanged = Set(try oursDiff.map { try RecordKey(indexBytes: $0.key[...]) })
@@ -62,6 +75,25 @@ struct MergeState {
         let theirsRecord = try theirsBytes == baseBytes ? baseRecord
             : (theirsBytes == oursBytes ? oursRecord : theirsBytes.map { try store.decodeRecord($0, of: key) })
         return RecordMerge(key: key, base: baseRecord, ours: oursRecord, theirs: theirsRecord)
+    }
+
+    /// The index payloads of `keys` (changed keys) at the base's root and at both heads' roots,
+    /// by root, as ``Store/changeStamps(of:in:head:source:known:)`` takes them: made again from
+    /// the bytes the diffs found, since a record's payload is a function of its bytes (none if
+    /// a record read was stored otherwise, or a key is not one of ``changed``).
+    func payloads(of keys: [RecordKey]) -> [Hash: [[UInt8]: IndexPayload]] {
+        var result = [Hash: [[UInt8]: IndexPayload]]()
+        // The diffs found every changed key at the three roots, and no other.
+        guard payloadsFollowBytes, Set(keys).isSubset(of: changed) else { return result }
+        for (root, side) in [(baseRoot, base), (oursRoot, ours), (theirsRoot, theirs)] where result[root] == nil {
+            var payloads = [[UInt8]: IndexPayload]()
+            for key in keys {
+                guard let bytes = side[key] else { continue }
+                payloads[key.indexBytes] = ProllyTree.payload(forRecord: bytes).payload
+            }
+            result[root] = payloads
+        }
+        return result
     }
 
     /// Restores ownership in the merged records: a child a merged record names but the merge

@@ -146,8 +146,10 @@ extension Store {
         if !manual.isEmpty { return .conflicts(manual.sorted(by: MergeConflict.canonicalOrder)) }
         if !recent.isEmpty {
             let keys = recent.map(\.merge.key)
-            let oursTimes = try await changeStamps(of: keys, in: ancestry.oursOnly, head: ours, source: source)
-            let theirsTimes = try await changeStamps(of: keys, in: ancestry.theirsOnly, head: theirs, source: source)
+            // What the keys hold at the base and at both heads is known from the diffs.
+            let known = state.payloads(of: keys)
+            let oursTimes = try await changeStamps(of: keys, in: ancestry.oursOnly, head: ours, source: source, known: known)
+            let theirsTimes = try await changeStamps(of: keys, in: ancestry.theirsOnly, head: theirs, source: source, known: known)
             for (recordMerge, result) in recent {
                 let (o, t) = (oursTimes[recordMerge.key]!, theirsTimes[recordMerge.key]!)
                 state.merged[recordMerge.key] = .some(recordMerge.settle(result) { conflict in
@@ -221,14 +223,17 @@ extension Store {
 
     /// When each record of `keys` last changed on one side: the time and id of the newest of
     /// `versions` (that side's own versions, newest first) whose record differs from every one
-    /// of its parents; `head`'s if none does.
+    /// of its parents; `head`'s if none does. `known` gives, for some roots, the payload of
+    /// every one of `keys` the root holds: those roots are not looked up.
     ///
-    /// - Complexity: O(c log n) node reads per version walked, for `c` keys.
-    func changeStamps(of keys: [RecordKey], in versions: [Version], head: Version, source: NodeSource) async throws -> [RecordKey: ChangeStamp] {
+    /// - Complexity: O(c log n) node reads per version walked, for `c` keys, but for the roots known.
+    func changeStamps(
+        of keys: [RecordKey], in versions: [Version], head: Version, source: NodeSource, known: [Hash: [[UInt8]: IndexPayload]] = [:]
+    ) async throws -> [RecordKey: ChangeStamp] {
         let keyBytes = Set(keys.map(\.indexBytes)).sorted { compareKeys($0, $1) < 0 }
         var pending = Dictionary(keys.map { ($0.indexBytes, $0) }, uniquingKeysWith: { a, _ in a })
         var result = [RecordKey: ChangeStamp]()
-        var atRoot = [Hash: [[UInt8]: IndexPayload]]()
+        var atRoot = known
         func payloads(_ root: Hash) async throws -> [[UInt8]: IndexPayload] {
             if let known = atRoot[root] { return known }
             let found = try await ProllyTree.lookup(keyBytes, root: root, source: source)
