@@ -115,6 +115,31 @@ import Testing
         }
     }
 
+    /// A record stored otherwise than Arbor stores it (a small one in a blob) is merged, but
+    /// its payloads are not made again from its bytes: they are looked up.
+    @Test func aRecordStoredOtherwiseIsNotSecondGuessed() async throws {
+        try await withStore(.memory) { store in
+            let base = try await store.change(on: nil) { try $0.save(item("a", ["v": .int(0)])) }
+            // A version whose record `a`, small, is stored in a blob, made by hand.
+            let key = RecordKey(type: "Item", id: "a")
+            let blob = Blob.encode(record: RecordCoding.encode(["v": .int(0)]))
+            let source = store.makeSource()
+            let root = try await ProllyTree.apply([IndexEdit(key: key.indexBytes, payload: .blob(Hash.of(blob)))], to: base.root, source: source)
+            try await store.backend.put([(Hash.of(blob), blob)] + source.newObjects(reachableFrom: root))
+            let content = Version.Content(root: root, parents: [], time: HybridTime(milliseconds: 1), replica: "odd", message: "", recordCount: 1)
+            let bytes = content.encoded()
+            try await store.backend.put([(Hash.of(bytes), bytes)])
+            let oddBase = Version(id: Hash.of(bytes), content: content)
+            let ours = try await store.change(on: oddBase, "ours") { try $0.save(item("a", ["v": .int(1)])) }
+            let theirs = try await store.change(on: oddBase, "theirs") { try $0.save(item("a", ["v": .int(2)])) }
+            let state = try await MergeState.load(base: root, ours: ours, theirs: theirs, store: store, source: store.makeSource())
+            #expect(state.payloads(of: [key]).isEmpty)
+            let (version, report) = try merged(try await store.merge(ours.id, theirs.id, strategy: .mostRecent))
+            #expect(report.resolved.count == 1)
+            #expect(try await store.record(key, at: version.id)?.properties["v"] == .int(2))
+        }
+    }
+
     @Test func sameRecordInsertedOnBothSides() async throws {
         try await withStore(.memory) { store in
             let root = try await store.change(on: nil) { try $0.save(item("other", [:])) }

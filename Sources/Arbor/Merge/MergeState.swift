@@ -80,10 +80,14 @@ struct MergeState {
     /// The index payloads of `keys` (changed keys) at the base's root and at both heads' roots,
     /// by root, as ``Store/changeStamps(of:in:head:source:known:)`` takes them: made again from
     /// the bytes the diffs found, since a record's payload is a function of its bytes (none if
-    /// a record read was stored otherwise, or a key is not one of ``changed``).
+    /// a record read was stored otherwise, or a key is not one of ``changed``). Exact for the
+    /// trees Arbor builds. In a damaged or hostile tree whose branch keys misdescribe their
+    /// children, a diff (which follows the leaves) and a lookup (which follows the branch
+    /// keys) can disagree; change times then follow the diffs: the same on every replica, but
+    /// not always what Arbor chose before it made payloads again.
     func payloads(of keys: [RecordKey]) -> [Hash: [[UInt8]: IndexPayload]] {
         var result = [Hash: [[UInt8]: IndexPayload]]()
-        // The diffs found every changed key at the three roots, and no other.
+        // The diffs found every changed key at the three roots (in a well-formed tree), and no other.
         guard payloadsFollowBytes, Set(keys).isSubset(of: changed) else { return result }
         for (root, side) in [(baseRoot, base), (oursRoot, ours), (theirsRoot, theirs)] where result[root] == nil {
             var payloads = [[UInt8]: IndexPayload]()
