@@ -68,4 +68,29 @@ import Testing
         #expect(report.corruptCount == 1 && report.damage.first?.hash == Hash.of(bytes))
         #expect(report.damage.first?.detail.contains("records") == true)
     }
+
+    /// A branch that files a child under a key other than the child's last key parses, keeps
+    /// its keys in order and its counts right, yet lookups (which follow branch keys) and diffs
+    /// (which follow the leaves) would disagree on it: verify names the child.
+    @Test func aBranchKeyThatIsNotItsChildsLastKeyIsNamed() async throws {
+        let inner = MemoryBackend()
+        let store = try await filled(inner)
+        let head = try #require(try await store.head())
+        var root = try IndexNode.decode(try #require(try await inner.get(head.root)))
+        #expect(root.level > 0 && root.entries.count > 1)
+        guard case .node(let child, _) = root.entries[0].payload else { Issue.record("a one-level tree"); return }
+        // Still below the next entry's key: the node stays in order and parses.
+        root.entries[0].key += [0x01]
+        #expect(compareKeys(root.entries[0].key, root.entries[1].key) < 0)
+        let rootBytes = root.encoded()
+        var content = head.content
+        content.root = Hash.of(rootBytes)
+        content.parents = [head.id]
+        let commit = content.encoded()
+        try await inner.put([(Hash.of(rootBytes), rootBytes), (Hash.of(commit), commit)])
+        try await store.updateHeads(removing: [head.id], adding: Hash.of(commit))
+        let report = try await store.verify()
+        #expect(report.corruptCount == 1 && report.damage.first?.hash == child)
+        #expect(report.damage.first?.detail.contains("last key") == true, "\(report.damage)")
+    }
 }

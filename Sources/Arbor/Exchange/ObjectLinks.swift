@@ -16,13 +16,19 @@ struct ObjectLinks {
     var time = HybridTime(milliseconds: 0)
     /// For a head set: the heads it names.
     var heads: [Hash] = []
+    /// Read only when asked (`keys`), for verification, as digests (``keyDigest(_:)``): an index
+    /// node's last key (`nil` for the empty leaf), and a branch's key for each of `children`,
+    /// which must be that child's last key.
+    var lastKeyDigest: Int?
+    var childKeyDigests: [Int] = []
 
     /// Whether the object is a node of an index (a leaf or a branch).
     var isIndexNode: Bool { kind == .leaf || kind == .branch }
 
-    /// Reads the links of `bytes`; throws ``ArborError/Code/unsupportedFormat`` for an object of
-    /// another format, ``ArborError/Code/corruptObject`` for one that does not parse.
-    init(_ bytes: [UInt8]) throws {
+    /// Reads the links of `bytes` (and with `keys`, an index node's keys as well); throws
+    /// ``ArborError/Code/unsupportedFormat`` for an object of another format,
+    /// ``ArborError/Code/corruptObject`` for one that does not parse.
+    init(_ bytes: [UInt8], keys: Bool = false) throws {
         guard bytes.count >= 2 else { throw ArborError(.corruptObject, "malformed object: \(bytes.count) bytes") }
         guard bytes[0] == objectFormatMarker else {
             throw ArborError(.unsupportedFormat, "an object of another format (marker 0x\(String(bytes[0], radix: 16)); this Arbor reads 0x\(String(objectFormatMarker, radix: 16)))")
@@ -37,12 +43,21 @@ struct ObjectLinks {
             var reader = header
             var children = [(hash: Hash, count: UInt64)](), blobs = [Hash]()
             if level > 0 { children.reserveCapacity(min(count, ByteReader.reservationLimit)) }
-            try reader.indexEntries(level: level, count: count) { _, payload in
+            var childKeyDigests = [Int](), lastKey: Range<Int>?
+            if keys && level > 0 { childKeyDigests.reserveCapacity(min(count, ByteReader.reservationLimit)) }
+            try reader.indexEntries(level: level, count: count) { key, payload in
                 switch payload {
                 case .inline: break
                 case .blob(let hash): blobs.append(hash)
-                case .node(let hash, let count): children.append((hash, count))
+                case .node(let hash, let count):
+                    children.append((hash, count))
+                    if keys { childKeyDigests.append(Self.keyDigest(bytes[key])) }
                 }
+                lastKey = key
+            }
+            if keys {
+                self.childKeyDigests = childKeyDigests
+                lastKeyDigest = lastKey.map { Self.keyDigest(bytes[$0]) }
             }
             self.level = level
             self.children = children
@@ -58,6 +73,14 @@ struct ObjectLinks {
         case .blob:
             break
         }
+    }
+
+    /// A digest of an index key that compares keys without copying them: SipHash with this
+    /// process's own seed, so a damaged or hostile store cannot be made to collide ahead of time.
+    static func keyDigest(_ key: ArraySlice<UInt8>) -> Int {
+        var hasher = Hasher()
+        key.withUnsafeBytes { hasher.combine(bytes: $0) }
+        return hasher.finalize()
     }
 
     /// The links of object `hash` of `backend`, which must be of `kind` (any kind when `nil`);

@@ -39,8 +39,8 @@ extension Store {
 
     /// Checks everything reachable from the refs: each object is present and matches its hash;
     /// the head set, every version and every index node parse; index nodes sit at the level their
-    /// parent says, with the record count it says, and keep their keys in order; large records
-    /// are blobs. Counts the objects nothing reachable names. Damage is reported, not thrown;
+    /// parent says, with the record count and the last key it says, and keep their keys in order;
+    /// large records are blobs. Counts the objects nothing reachable names. Damage is reported, not thrown;
     /// failures of the backend itself (a lost connection) are thrown.
     ///
     /// - Complexity: O(*N*) object reads for the *N* objects reachable, each read once, in
@@ -212,7 +212,7 @@ struct IntegrityWalk {
     /// counts and follows its children, so decoding every entry would only allocate.
     mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> ObjectLinks? {
         do {
-            let links = try ObjectLinks(bytes)
+            let links = try ObjectLinks(bytes, keys: true)
             guard links.isIndexNode else {
                 throw ArborError(.corruptObject, "a \(links.kind.name)")
             }
@@ -225,10 +225,14 @@ struct IntegrityWalk {
 
     /// Checks sibling nodes of one level and, level by level, what they name.
     mutating func checkGroup(_ group: [(hash: Hash, node: ObjectLinks)]) async throws {
-        var children = [(parent: Hash, child: Hash, count: UInt64, level: Int)]()
+        var children = [(parent: Hash, child: Hash, count: UInt64, level: Int, key: Int?)]()
         var blobs = [(parent: Hash, blob: Hash)]()
         for (hash, node) in group {
-            for child in node.children { children.append((hash, child.hash, child.count, node.level - 1)) }
+            for (index, child) in node.children.enumerated() {
+                // Keys are there when the node was read with them (``node(_:_:named:)``).
+                let key = index < node.childKeyDigests.count ? node.childKeyDigests[index] : nil
+                children.append((hash, child.hash, child.count, node.level - 1, key))
+            }
             for blob in node.blobs { blobs.append((hash, blob)) }
         }
         let fetchedBlobs = try await fetch(blobs.map(\.blob), namedBy: "a leaf")
@@ -245,6 +249,12 @@ struct IntegrityWalk {
                 guard let bytes = fetched[entry.child], let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
                 guard node.level == entry.level, node.recordCount == entry.count else {
                     damaged(.corrupt, entry.child, "below node \(entry.parent): level \(node.level) with \(node.recordCount) records, expected level \(entry.level) with \(entry.count)")
+                    continue
+                }
+                // Lookups go down by the branch keys, diffs along the leaves: both find the
+                // same records only if each key is its child's last.
+                guard entry.key.map({ $0 == node.lastKeyDigest }) ?? true else {
+                    damaged(.corrupt, entry.child, "below node \(entry.parent): its last key is not the key node \(entry.parent) files it under")
                     continue
                 }
                 next.append((entry.child, node))
