@@ -76,7 +76,8 @@ struct ObjectLinks {
     }
 
     /// A digest of an index key that compares keys without copying them: SipHash with this
-    /// process's own seed, so a damaged or hostile store cannot be made to collide ahead of time.
+    /// process's own seed (unless `SWIFT_DETERMINISTIC_HASHING` is set), so a damaged or hostile
+    /// store cannot be made to collide ahead of time. A collision could only hide damage.
     static func keyDigest(_ key: ArraySlice<UInt8>) -> Int {
         var hasher = Hasher()
         key.withUnsafeBytes { hasher.combine(bytes: $0) }

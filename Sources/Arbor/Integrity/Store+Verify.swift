@@ -39,8 +39,9 @@ extension Store {
 
     /// Checks everything reachable from the refs: each object is present and matches its hash;
     /// the head set, every version and every index node parse; index nodes sit at the level their
-    /// parent says, with the record count and the last key it says, and keep their keys in order;
-    /// large records are blobs. Counts the objects nothing reachable names. Damage is reported, not thrown;
+    /// parent says, with the record count and the last key it says (checked against the parents
+    /// that reach a node first: each node is read once), and keep their keys in order; large
+    /// records are blobs. Counts the objects nothing reachable names. Damage is reported, not thrown;
     /// failures of the backend itself (a lost connection) are thrown.
     ///
     /// - Complexity: O(*N*) object reads for the *N* objects reachable, each read once, in
@@ -208,8 +209,9 @@ struct IntegrityWalk {
 
     /// Parses an index node, recording it as corrupt if it does not parse.
     ///
-    /// Only the node's links are read, not its records: the walk checks each node's level and
-    /// counts and follows its children, so decoding every entry would only allocate.
+    /// Only the node's links and key digests are read, not its records: the walk checks each
+    /// node's level, counts and last key and follows its children, so decoding every entry
+    /// would only allocate.
     mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> ObjectLinks? {
         do {
             let links = try ObjectLinks(bytes, keys: true)
