@@ -15,8 +15,9 @@ public enum Ancestry {
     /// - Complexity: O(max(`limit`, *k*)) reads for *k* hashes.
     public static func collect(_ hashes: [Hash], limit: Int, read: (Hash) throws -> [UInt8]?) rethrows -> [Hash: [UInt8]] {
         var result = [Hash: [UInt8]](minimumCapacity: max(min(limit, 4_096), hashes.count))
-        var queued = Set(hashes)
-        var generation = Array(queued)
+        var queued = Set<Hash>()
+        // In the order asked: which ancestors a limit leaves out is the same on every run.
+        var generation = hashes.filter { queued.insert($0).inserted }
         var asked = true
         // Reads, not objects found, count toward the limit: a commit naming many missing
         // parents must not make the walk read past it.

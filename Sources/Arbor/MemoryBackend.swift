@@ -45,28 +45,11 @@ public final class MemoryBackend: Backend, InPlaceReading {
         try withOpenState("contains") { state in Set(hashes.filter { state.objects[$0] != nil }) }
     }
 
-    /// The objects among `hashes` and their ancestors, breadth first, up to `limit` objects:
-    /// the reference for backends that follow parents themselves. An object that does not
-    /// parse as a commit is returned but not followed.
+    /// The objects among `hashes` and their ancestors, breadth first, up to `limit` objects
+    /// read (``Ancestry``, as the file engines do). An object that does not parse as a commit
+    /// is returned but not followed.
     public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
-        try withOpenState("get") { state in
-            var result = [Hash: [UInt8]]()
-            var generation = hashes.filter { state.objects[$0] != nil }
-            for hash in generation { result[hash] = state.objects[hash] }
-            while !generation.isEmpty, result.count < limit {
-                var next = [Hash]()
-                for hash in generation {
-                    guard let bytes = result[hash], ObjectKind.of(bytes) == .commit, let links = try? ObjectLinks(bytes) else { continue }
-                    for parent in links.parents where result[parent] == nil && result.count < limit {
-                        guard let parentBytes = state.objects[parent] else { continue }
-                        result[parent] = parentBytes
-                        next.append(parent)
-                    }
-                }
-                generation = next
-            }
-            return result
-        }
+        try withOpenState("get") { state in Ancestry.collect(hashes, limit: limit) { state.objects[$0] } }
     }
 
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {

@@ -21,9 +21,7 @@ struct ImportBenchmark {
         for engine in engines {
             let store = try TransferBenchmark.open(engine == "memory" ? "memory:" : "\(engine):\(folder)/\(engine)", create: true)
             // Settle the sampler on the figure before the commits.
-            usleep(50_000)
-            let baseline = TransferBenchmark.statusMegabytes("RssAnon")
-            sampler.reset()
+            let baseline = sampler.resetToBaseline()
             let (seconds, _) = try await CommitBenchmark.commit(items, in: store, batch: batch)
             let peak = sampler.peakMegabytes
             try await store.close()

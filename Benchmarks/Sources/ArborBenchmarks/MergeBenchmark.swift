@@ -13,7 +13,7 @@ struct MergeBenchmark {
     var conflicting = false
     /// Merges per size (7, or ARBOR_BENCH_REPETITIONS); the median is reported. Each runs with
     /// no node cache, so that every node it reads is counted.
-    static let repetitions = Int(ProcessInfo.processInfo.environment["ARBOR_BENCH_REPETITIONS"] ?? "") ?? 7
+    static let repetitions = max(Int(ProcessInfo.processInfo.environment["ARBOR_BENCH_REPETITIONS"] ?? "") ?? 7, 1)
     /// The peak of anonymous memory over a size's merges, above the figure before them.
     let sampler = AnonymousMemorySampler()
 
@@ -57,9 +57,7 @@ struct MergeBenchmark {
             // milliseconds, and a single one varied by half from run to run.
             var runs = [(seconds: Double, reads: Int, report: MergeReport)]()
             // Peak anonymous memory above the figure before the merges, the largest of the runs.
-            usleep(50_000)
-            let baseline = TransferBenchmark.statusMegabytes("RssAnon")
-            sampler.reset()
+            let baseline = sampler.resetToBaseline()
             for _ in 0..<Self.repetitions {
                 let store = Store(backend: backend, configuration: .init(replica: "bench", nodeCacheCapacity: 0))
                 backend.reset()

@@ -241,4 +241,12 @@ final class AnonymousMemorySampler: Sendable {
 
     /// Starts a new peak from the current figure.
     func reset() { peak.withLock { $0 = TransferBenchmark.statusMegabytes("RssAnon") } }
+
+    /// Lets the process settle, starts a new peak, and returns the figure it starts from: what
+    /// a measurement's peak is taken above.
+    func resetToBaseline() -> Double {
+        usleep(50_000)
+        reset()
+        return TransferBenchmark.statusMegabytes("RssAnon")
+    }
 }

@@ -3,14 +3,9 @@ struct IndexEdit {
     var key: [UInt8]
     var payload: IndexPayload?
 
-    /// The edit that sets `key` to `record` (`nil`: deletes it); a large record's blob object
-    /// goes to `blobs`.
-    static func setting(_ key: RecordKey, to record: Record?, blobs: inout [(hash: Hash, bytes: [UInt8])]) -> IndexEdit {
-        setting(key, toEncoded: record.map { RecordCoding.encode($0.properties) }, blobs: &blobs)
-    }
-
     /// The edit that sets `key` to the record whose canonical bytes are `bytes` (`nil`: deletes
-    /// it); a small record's payload shares `bytes`' storage.
+    /// it); a small record's payload shares `bytes`' storage, a large record's blob object goes
+    /// to `blobs`.
     static func setting(_ key: RecordKey, toEncoded bytes: [UInt8]?, blobs: inout [(hash: Hash, bytes: [UInt8])]) -> IndexEdit {
         guard let bytes else { return IndexEdit(key: key.indexBytes, payload: nil) }
         let (payload, blob) = ProllyTree.payload(forRecord: bytes)

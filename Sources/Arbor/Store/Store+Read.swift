@@ -1,11 +1,7 @@
 extension Store {
     /// Decodes index entries into records, fetching blob records in one batch.
     func decode(_ entries: [(key: [UInt8], payload: IndexPayload)]) async throws -> [Record] {
-        let blobHashes = entries.compactMap { if case .blob(let hash) = $0.payload { hash } else { nil } }
-        let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: backend)
-        return try entries.map { entry in
-            try decode(entry.payload, of: try RecordKey(indexBytes: entry.key[...]), blobs: blobs)
-        }
+        try await recordBytes(entries).map { try decodeRecord($0.bytes, of: $0.key) }
     }
 
     /// The record `key` from its leaf payload (a point read, whose key is known already).
