@@ -34,9 +34,7 @@ public struct ListCommand: StoreCommand {
         if let type { try RecordKey(type: type, id: "x").validate() }
         var printer = JSONArrayPrinter()
         try await store.withStore { store in
-            // A store without versions lists nothing at HEAD (spelled as resolve takes it).
-            let isHead = at.trimmingCharacters(in: .whitespaces).uppercased() == "HEAD"
-            let snapshot = isHead ? try await store.snapshot() : try await store.snapshot(at: try await store.resolve(at).id)
+            let snapshot = try await store.snapshot(at: at)
             if format.json { printer.begin(&output) }
             try await snapshot.forEachRecord(ofType: type) { records in
                 if format.json {

@@ -34,17 +34,16 @@ public struct LogCommand: StoreCommand {
         // Printed as the history is walked, a batch at a time: a history can be long.
         var printer = JSONArrayPrinter()
         try await store.withStore { store in
-            // The first batch opens the array: a store whose heads cannot be read prints nothing.
-            var begun = false
-            try await store.log(limit: limit ?? .max, batchSize: 1_000) { versions in
+            // The heads are read first, so that a store whose heads cannot be read prints nothing.
+            let heads = try await store.heads().map(\.id)
+            if format.json { printer.begin(&output) }
+            try await store.log(from: heads, limit: limit ?? .max, batchSize: 1_000) { versions in
                 if format.json {
-                    if !begun { printer.begin(&output); begun = true }
                     printer.append(versions.map(Rendering.json), to: &output)
                 } else {
                     for version in versions { print(Rendering.line(version), to: &output) }
                 }
             }
-            if format.json && !begun { printer.begin(&output) }
         }
         if format.json {
             printer.end(&output)

@@ -160,6 +160,9 @@ import Testing
             #expect(empty.version == nil)
             #expect(try await empty.record(RecordKey(type: "Task", id: "t")) == nil)
             #expect(try await empty.values(Task.self).isEmpty)
+            // HEAD of a store without versions is its empty state; any other name is unknown.
+            #expect(try await store.snapshot(at: " head ").version == nil)
+            await #expect { try await store.snapshot(at: "HEAD~1") } throws: { ($0 as? ArborError)?.code == .unknownVersion }
 
             let v1 = try await store.save(Task(id: "t", title: "one", done: false, notes: [Note(id: "n", text: "x")]))
             let snapshot = try await store.snapshot()
@@ -171,6 +174,10 @@ import Testing
             #expect(try await snapshot.records([RecordKey(type: "Task", id: "t"), RecordKey(type: "Task", id: "x")]).count == 1)
             #expect(try await store.snapshot().value(Task.self, id: "t")?.title == "two")
             #expect(try await store.snapshot(at: v1.id).record(RecordKey(type: "Task", id: "t"))?.properties["title"] == .string("one"))
+            // By name, as resolve takes it.
+            #expect(try await store.snapshot(at: "HEAD~1").version?.id == v1.id)
+            #expect(try await store.snapshot(at: String(v1.id.hex.prefix(8))).value(Task.self, id: "t")?.title == "one")
+            #expect(try await store.snapshot(at: "HEAD").value(Task.self, id: "t")?.title == "two")
         }
     }
 
@@ -240,6 +247,38 @@ import Testing
         var copy = ChangeSet()
         #expect(throws: ArborError.self) { try copy.save(Record(type: "", id: "x", properties: [:])) }
         #expect(throws: ArborError.self) { try copy.save(Record(type: "A\u{0}B", id: "x", properties: [:])) }
+        // A deletion of a key no record can have is refused too: such a key has no place in the
+        // index's order.
+        copy.delete(RecordKey(type: "A\u{0}B", id: "x"))
+        await #expect { try await store.commit(copy) } throws: { ($0 as? ArborError)?.code == .invalidInput }
+        #expect(backend.objectsWritten == 0)
+    }
+
+    /// A change set is put in the index's order by its record keys: keys whose types are prefixes
+    /// of each other, ids with a NUL or outside ASCII, given in any order, make the same index as
+    /// the records committed one at a time.
+    @Test func aChangeSetInAnyOrderMakesTheIndexOfOneRecordAtATime() async throws {
+        var keys = [RecordKey]()
+        for type in ["A", "AB", "A B", "Ä", "a"] {
+            for id in ["", "1", "10", "2", "a\u{0}b", "a", "é", "e\u{301}", "ζ", "😀"] { keys.append(RecordKey(type: type, id: id)) }
+        }
+        var generator = SeededGenerator(seed: 7)
+        var together = ChangeSet()
+        for key in keys.shuffled(using: &generator) {
+            try together.save(Record(type: key.type, id: key.id, properties: ["name": .string(key.description)]))
+        }
+        together.delete(RecordKey(type: "AB", id: "absent"))
+        let oneCommit = try await Store(backend: MemoryBackend()).commit(together)
+
+        let store = Store(backend: MemoryBackend())
+        var last: Version?
+        for key in keys {
+            var one = ChangeSet()
+            try one.save(Record(type: key.type, id: key.id, properties: ["name": .string(key.description)]))
+            last = try await store.commit(one)
+        }
+        #expect(oneCommit.root == last?.root)
+        #expect(oneCommit.recordCount == UInt64(keys.count))
     }
 
     @Test func commitTimesFollowAHybridClock() async throws {

@@ -3,14 +3,14 @@ struct IndexEdit {
     var key: [UInt8]
     var payload: IndexPayload?
 
-    /// The edit that sets `key` to the record whose canonical bytes are `bytes` (`nil`: deletes
-    /// it); a small record's payload shares `bytes`' storage, a large record's blob object goes
-    /// to `blobs`.
-    static func setting(_ key: RecordKey, toEncoded bytes: [UInt8]?, blobs: inout [(hash: Hash, bytes: [UInt8])]) -> IndexEdit {
-        guard let bytes else { return IndexEdit(key: key.indexBytes, payload: nil) }
+    /// The edit that sets the record at `key` (``RecordKey/indexBytes``) to the one whose
+    /// canonical bytes are `bytes` (`nil`: deletes it); a small record's payload shares `bytes`'
+    /// storage, a large record's blob object goes to `blobs`.
+    static func setting(_ key: [UInt8], toEncoded bytes: [UInt8]?, blobs: inout [(hash: Hash, bytes: [UInt8])]) -> IndexEdit {
+        guard let bytes else { return IndexEdit(key: key, payload: nil) }
         let (payload, blob) = ProllyTree.payload(forRecord: bytes)
         if let blob { blobs.append(blob) }
-        return IndexEdit(key: key.indexBytes, payload: payload)
+        return IndexEdit(key: key, payload: payload)
     }
 }
 

@@ -153,7 +153,7 @@ struct MergeState {
         for (key, record) in merged {
             let bytes = record.map { RecordCoding.encode($0.properties) }
             if case .some(let held) = inOurs[key], Self.sameRecord(held, bytes, record) { continue }
-            edits.append(.setting(key, toEncoded: bytes, blobs: &blobs))
+            edits.append(.setting(key.indexBytes, toEncoded: bytes, blobs: &blobs))
         }
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
     }

@@ -63,4 +63,15 @@ extension Store {
         if let id { version = try await self.version(id) } else { version = try await head() }
         return Snapshot(version: version, store: self, root: version?.root ?? Store.emptyRoot.hash)
     }
+
+    /// Opens the version `text` names for reading, written as ``resolve(_:)`` takes it. `HEAD`
+    /// of a store without versions is its empty state, as for ``snapshot(at:)`` without a hash,
+    /// where ``resolve(_:)`` finds no version.
+    ///
+    /// - Complexity: that of ``resolve(_:)``.
+    public func snapshot(at text: String) async throws -> Snapshot {
+        if Store.namesTheNewestHead(text) { return try await snapshot() }
+        let version = try await resolve(text)
+        return Snapshot(version: version, store: self, root: version.root)
+    }
 }

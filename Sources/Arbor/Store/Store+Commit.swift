@@ -62,54 +62,135 @@ extension Store {
 
 /// What a change set does, worked out before the index is touched.
 struct CommitPlan {
-    /// The final state of every key the change set names (`nil`: deleted), with ownership inside
-    /// the set applied: a value saved twice drops the children its first save held.
-    private(set) var final = [RecordKey: ChangeSet.EncodedRecord?]()
+    /// The final state of a key the change set names.
+    struct Entry {
+        /// The key as the index sorts it (``RecordKey/indexBytes``), made once: it becomes the
+        /// index edit's key.
+        let indexKey: [UInt8]
+        private let state: State
+
+        private enum State {
+            case saved(ChangeSet.EncodedRecord)
+            case deleted(RecordKey)
+        }
+
+        init(_ record: ChangeSet.EncodedRecord) {
+            indexKey = record.key.indexBytes
+            state = .saved(record)
+        }
+
+        init(deleting key: RecordKey) {
+            indexKey = key.indexBytes
+            state = .deleted(key)
+        }
+
+        /// The record saved, or `nil` for a deletion.
+        var record: ChangeSet.EncodedRecord? {
+            if case .saved(let record) = state { return record }
+            return nil
+        }
+
+        var key: RecordKey {
+            switch state {
+            case .saved(let record): record.key
+            case .deleted(let key): key
+            }
+        }
+    }
+
+    /// The final state of every key the change set names, one entry per key in the index's
+    /// order (so the edits need no sorting), with ownership inside the set applied: a value
+    /// saved twice drops the children its first save held. A sorted array rather than a
+    /// dictionary: a large import holds one entry per record, and a dictionary's buckets took
+    /// twice the room of these entries and their keys.
+    private(set) var final: [Entry]
     /// Records of the base version that an earlier change in the set adopted as children and a
     /// later one dropped: they are orphaned too.
     private var droppedBaseRecords = [RecordKey]()
 
+    /// - Complexity: O(*c* log *c*) for the *c* records the set names.
     init(_ changes: ChangeSet) {
-        final.reserveCapacity(changes.changes.count)
+        var entries = [Entry]()
+        entries.reserveCapacity(changes.changes.reduce(0) { count, change in
+            if case .save(_, let nested) = change { return count + 1 + nested.count }
+            return count + 1
+        })
         for change in changes.changes {
             switch change {
             case .save(let root, let nested):
-                // One lookup for the usual case, a key the set names once.
-                if case .some(.some(let earlier)) = final.updateValue(root, forKey: root.key) {
+                entries.append(Entry(root))
+                for record in nested { entries.append(Entry(record)) }
+            case .delete(let key):
+                entries.append(Entry(deleting: key))
+            }
+        }
+        entries.sort { compareKeys($0.indexKey, $1.indexKey) < 0 }
+        // Usually every key is named once, and the sorted entries are the plan. A key named
+        // twice needs the changes in their order: later ones win, and may drop what earlier
+        // ones owned.
+        let namesAKeyTwice = zip(entries, entries.dropFirst()).contains { $0.indexKey == $1.indexKey }
+        final = namesAKeyTwice ? [] : entries
+        if namesAKeyTwice {
+            entries = []
+            applyInOrder(changes)
+        }
+    }
+
+    /// Works the plan out change by change, for a set that names a key more than once.
+    private mutating func applyInOrder(_ changes: ChangeSet) {
+        var states = [RecordKey: ChangeSet.EncodedRecord?]()
+        func dropChildren(of earlier: ChangeSet.EncodedRecord, keeping kept: Set<RecordKey>) {
+            // Deletes what `earlier`, the set's own earlier version of a record, owned and
+            // `kept` does not hold.
+            var frontier = earlier.childKeys
+            var seen: Set<RecordKey> = [earlier.key]
+            while let child = frontier.popLast() {
+                guard seen.insert(child).inserted, !kept.contains(child) else { continue }
+                switch states[child] {
+                case .some(.some(let record)):
+                    frontier += record.childKeys
+                    states[child] = .some(nil)
+                case .some(.none):
+                    break
+                case .none:
+                    droppedBaseRecords.append(child)
+                }
+            }
+        }
+        for change in changes.changes {
+            switch change {
+            case .save(let root, let nested):
+                if case .some(.some(let earlier)) = states.updateValue(root, forKey: root.key) {
                     dropChildren(of: earlier, keeping: Set([root.key] + nested.map(\.key)))
                 }
-                for record in nested { final[record.key] = record }
+                for record in nested { states[record.key] = record }
             case .delete(let key):
-                if case .some(.some(let earlier)) = final.updateValue(nil, forKey: key) {
+                if case .some(.some(let earlier)) = states.updateValue(nil, forKey: key) {
                     dropChildren(of: earlier, keeping: [])
                 }
             }
         }
+        final = states.map { key, record in record.map(Entry.init) ?? Entry(deleting: key) }
+            .sorted { compareKeys($0.indexKey, $1.indexKey) < 0 }
     }
 
-    /// Deletes what `earlier`, the set's own earlier version of a record, owned and `kept` does
-    /// not hold.
-    private mutating func dropChildren(of earlier: ChangeSet.EncodedRecord, keeping kept: Set<RecordKey>) {
-        let key = earlier.key
-        var frontier = earlier.childKeys
-        var seen: Set<RecordKey> = [key]
-        while let child = frontier.popLast() {
-            guard seen.insert(child).inserted, !kept.contains(child) else { continue }
-            switch final[child] {
-            case .some(.some(let record)):
-                frontier += record.childKeys
-                final[child] = .some(nil)
-            case .some(.none):
-                break
-            case .none:
-                droppedBaseRecords.append(child)
-            }
+    /// The final state of `key`, or `nil` when the set does not name it.
+    ///
+    /// - Complexity: O(log *c*).
+    func entry(for key: RecordKey) -> Entry? {
+        let indexKey = key.indexBytes
+        var low = 0
+        var high = final.count
+        while low < high {
+            let middle = (low + high) / 2
+            if compareKeys(final[middle].indexKey, indexKey) < 0 { low = middle + 1 } else { high = middle }
         }
+        guard low < final.count, final[low].indexKey == indexKey else { return nil }
+        return final[low]
     }
 
     private func isSaved(_ key: RecordKey) -> Bool {
-        if case .some(.some) = final[key] { return true }
-        return false
+        entry(for: key)?.record != nil
     }
 
     /// Every child a saved record names must exist once the commit is applied: saved in this
@@ -117,12 +198,12 @@ struct CommitPlan {
     /// (raw records naming existing ones) cost a lookup.
     func checkChildrenExist(base: Hash, store: Store, source: NodeSource) async throws {
         var outside = Set<RecordKey>()
-        for case let (_, record?) in final {
+        for case let record? in final.lazy.map(\.record) {
             for child in record.childKeys {
-                switch final[child] {
-                case .some(.some): continue
-                case .some(.none): throw ArborError(.invalidInput, "\(record.key) names child \(child), which this commit deletes")
-                case .none: outside.insert(child)
+                switch entry(for: child).map({ $0.record != nil }) {
+                case true?: continue
+                case false?: throw ArborError(.invalidInput, "\(record.key) names child \(child), which this commit deletes")
+                case nil: outside.insert(child)
                 }
             }
         }
@@ -134,21 +215,29 @@ struct CommitPlan {
     }
 
     /// The index edits, in key order; large records go to `blobs`. Throws
-    /// ``ArborError/Code/invalidInput`` for a record larger than ``Store/maximumRecordSize``.
+    /// ``ArborError/Code/invalidInput`` for a record larger than ``Store/maximumRecordSize``, or
+    /// for a deleted key that no record could have (saved keys were checked when saved).
     func edits(blobs: inout [(hash: Hash, bytes: [UInt8])]) throws -> [IndexEdit] {
         var edits = [IndexEdit]()
         edits.reserveCapacity(final.count)
-        for (key, record) in final {
+        for entry in final {
+            guard let record = entry.record else {
+                // A key no record can have (a type name with NUL) could share its index key
+                // with another.
+                try entry.key.validate()
+                edits.append(IndexEdit(key: entry.indexKey, payload: nil))
+                continue
+            }
             let blobCount = blobs.count
-            edits.append(.setting(key, toEncoded: record?.bytes, blobs: &blobs))
+            edits.append(.setting(entry.indexKey, toEncoded: record.bytes, blobs: &blobs))
             // A blob is the record's canonical bytes after a 2-byte header.
             if blobs.count > blobCount, blobs[blobCount].bytes.count - 2 > Store.maximumRecordSize {
                 throw ArborError(
                     .invalidInput,
-                    "record \(key) is \(blobs[blobCount].bytes.count - 2) bytes encoded, more than the \(Store.maximumRecordSize) (256 MiB) a record may be, so that every engine can hold it: keep large files outside the store and save a reference to them")
+                    "record \(record.key) is \(blobs[blobCount].bytes.count - 2) bytes encoded, more than the \(Store.maximumRecordSize) (256 MiB) a record may be, so that every engine can hold it: keep large files outside the store and save a reference to them")
             }
         }
-        return edits.sorted { compareKeys($0.key, $1.key) < 0 }
+        return edits
     }
 
     /// The base records the commit orphans, with everything they own: children that the base
@@ -156,7 +245,7 @@ struct CommitPlan {
     func orphans(
         replaced: [(key: [UInt8], old: IndexPayload)], base: Hash, store: Store, source: NodeSource
     ) async throws -> [RecordKey] {
-        var candidates = droppedBaseRecords.filter { final[$0] == nil }
+        var candidates = droppedBaseRecords.filter { entry(for: $0) == nil }
         let blobHashes = replaced.compactMap { if case .blob(let hash) = $0.old { hash } else { nil } }
         let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: store.backend)
         for (keyBytes, old) in replaced {
@@ -173,8 +262,8 @@ struct CommitPlan {
             }
             guard !oldChildren.isEmpty else { continue }
             let key = try RecordKey(indexBytes: keyBytes[...])
-            let stillHeld = Set((final[key] ?? nil)?.childKeys ?? [])
-            for child in oldChildren where final[child] == nil && !stillHeld.contains(child) {
+            let stillHeld = Set(entry(for: key)?.record?.childKeys ?? [])
+            for child in oldChildren where entry(for: child) == nil && !stillHeld.contains(child) {
                 candidates.append(child)
             }
         }

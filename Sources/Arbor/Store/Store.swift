@@ -153,6 +153,11 @@ public final class Store: Sendable {
         }
     }
 
+    /// Whether `text` is `HEAD`, in any case and between spaces.
+    static func namesTheNewestHead(_ text: String) -> Bool {
+        text.trimmingCharacters(in: .whitespaces).uppercased() == "HEAD"
+    }
+
     /// Resolves a version written as a full hash, a unique prefix of at least 4 hex digits, or
     /// `HEAD` (the newest head), optionally followed by `~N` (`~` alone is `~1`): the version
     /// `N` first parents back, as in Git.
@@ -174,7 +179,7 @@ public final class Store: Sendable {
             return version
         }
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if trimmed.uppercased() == "HEAD" {
+        if Store.namesTheNewestHead(trimmed) {
             guard let head = try await head() else { throw ArborError(.unknownVersion, "the store has no versions yet") }
             return head
         }
