@@ -474,6 +474,90 @@ import Testing
         try await sameContent(source, target)
     }
 
+    /// Ways a correctly hashed index can misdescribe itself, which lookups (down the branches'
+    /// keys and counts) and diffs (along the leaves) would answer differently.
+    enum MisfiledNode: CaseIterable, Sendable {
+        /// The root files its first child, which the version before holds too, under a key
+        /// other than the child's last.
+        case sharedNodeUnderAnotherKey
+        /// The root says that child holds one record more than it does.
+        case sharedNodeWithAnotherCount
+        /// The root's first child is new, and does not end on the key it is filed under.
+        case newNodeUnderAnotherKey
+        /// The root's first child is new, and holds fewer records than the root says.
+        case newNodeWithAnotherCount
+        /// The version says its index holds one record more than it does.
+        case versionWithAnotherCount
+    }
+
+    /// An exchange or a migration checks the nodes it copies against the parents that file
+    /// them, as `verify` does, and the nodes it does not read against the index they were
+    /// changed from: a damaged or hostile source whose objects all match their hashes is
+    /// refused, with the node named, before any ref of the target moves.
+    @Test(arguments: MisfiledNode.allCases, [false, true])
+    func aMisfiledIndexNodeIsRefusedAndNoRefMoves(damage: MisfiledNode, migrating: Bool) async throws {
+        let inner = MemoryBackend()
+        let source = Store(backend: inner, configuration: .init(replica: "s"))
+        var changes = ChangeSet()
+        for index in 0..<600 { try changes.save(Person(id: "p\(index)", name: "person \(index)")) }
+        let head = try await source.commit(changes)
+        var root = try IndexNode.decode(try #require(try await inner.get(head.root)))
+        try #require(root.level > 1 && root.entries.count > 1)
+        guard case .node(let child, let count) = root.entries[0].payload else { Issue.record("a one-level tree"); return }
+        // The child without its last entry: a node of its own, which ends on another key.
+        var shorter = try IndexNode.decode(try #require(try await inner.get(child)))
+        shorter.entries.removeLast()
+        let shorterBytes = shorter.encoded()
+        let named: Hash
+        switch damage {
+        case .sharedNodeUnderAnotherKey:
+            // Still below the next entry's key: the node stays in order and parses.
+            root.entries[0].key += [0x01]
+            named = child
+        case .sharedNodeWithAnotherCount:
+            root.entries[0].payload = .node(child, count: count + 1)
+            named = child
+        case .newNodeUnderAnotherKey:
+            root.entries[0].payload = .node(Hash.of(shorterBytes), count: shorter.recordCount)
+            named = Hash.of(shorterBytes)
+        case .newNodeWithAnotherCount:
+            root.entries[0].key = try #require(shorter.entries.last).key
+            root.entries[0].payload = .node(Hash.of(shorterBytes), count: count)
+            named = Hash.of(shorterBytes)
+        case .versionWithAnotherCount:
+            named = head.root
+        }
+        let rootBytes = root.encoded()
+        var content = head.content
+        content.root = Hash.of(rootBytes)
+        content.recordCount = root.recordCount + (damage == .versionWithAnotherCount ? 1 : 0)
+        content.parents = [head.id]
+        content.time = HybridTime.next(after: [head.time], now: Date())
+        let commit = content.encoded()
+        try await inner.put([(Hash.of(shorterBytes), shorterBytes), (Hash.of(rootBytes), rootBytes), (Hash.of(commit), commit)])
+        try await source.updateHeads(removing: [head.id], adding: Hash.of(commit))
+
+        let target = Store(backend: MemoryBackend())
+        await #expect {
+            if migrating { try await source.migrate(to: target) } else { try await source.exchange(to: target) }
+        } throws: { error in
+            guard let error = error as? ArborError, error.code == .corruptObject, error.message.contains(named.hex) else { return false }
+            switch damage {
+            case .sharedNodeUnderAnotherKey: return error.message.contains("under another key")
+            case .sharedNodeWithAnotherCount: return error.message.contains("with \(count + 1) records, not \(count)")
+            case .newNodeUnderAnotherKey: return error.message.contains("last key is not the key")
+            case .newNodeWithAnotherCount: return error.message.contains("holds \(shorter.recordCount) records") && error.message.contains("says \(count)")
+            case .versionWithAnotherCount: return error.message.contains("says \(content.recordCount) records")
+            }
+        }
+        #expect(try await target.backend.refs().isEmpty)
+        // With the damaged version gone from the heads, the same exchange completes over what landed.
+        try await source.updateHeads(removing: [Hash.of(commit)], adding: head.id)
+        try await source.exchange(to: target)
+        #expect(try await target.heads().map(\.id) == [head.id])
+        #expect(try await target.verify().isIntact)
+    }
+
     @Test func targetOfAnotherFormatIsRefusedUntouched() async throws {
         let source = Store(backend: MemoryBackend())
         try await fill(source)

@@ -16,7 +16,7 @@ struct ObjectLinks {
     var time = HybridTime(milliseconds: 0)
     /// For a head set: the heads it names.
     var heads: [Hash] = []
-    /// Read only when asked (`keys`), for verification, as digests (``keyDigest(_:)``): an index
+    /// Read only when asked (`keys`), for verification and for the nodes an exchange copies, as digests (``keyDigest(_:)``): an index
     /// node's last key (`nil` for the empty leaf), and a branch's key for each of `children`,
     /// which must be that child's last key.
     var lastKeyDigest: Int?
@@ -86,9 +86,9 @@ struct ObjectLinks {
 
     /// The links of object `hash` of `backend`, which must be of `kind` (any kind when `nil`);
     /// a failure names the object and the backend.
-    static func read(_ hash: Hash, _ bytes: [UInt8], expecting kind: ObjectKind?, in backend: any Backend, operation: String) throws -> ObjectLinks {
+    static func read(_ hash: Hash, _ bytes: [UInt8], expecting kind: ObjectKind?, keys: Bool = false, in backend: any Backend, operation: String) throws -> ObjectLinks {
         do {
-            let links = try ObjectLinks(bytes)
+            let links = try ObjectLinks(bytes, keys: keys)
             if let kind, links.kind != kind {
                 throw ArborError(.corruptObject, "expected a \(kind.name), found a \(links.kind.name)")
             }

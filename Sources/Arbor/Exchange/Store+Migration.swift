@@ -89,6 +89,7 @@ extension Transfer {
             versionsTotal = heads.count
             for head in heads {
                 var content = try Version.Content.decode(commits[head] ?? [])
+                try await checkRecordCounts([(head, content.root, content.recordCount)], counted: [:])
                 try await copyTree(root: content.root, records: content.recordCount)
                 content.parents = []
                 let bytes = content.encoded()

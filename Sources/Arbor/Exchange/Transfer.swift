@@ -198,9 +198,12 @@ final class Transfer {
                 // Versions of one chunk often share a root (a merge that changed nothing else).
                 guard !rootsPresent.contains(root), rootsCopied.insert(root).inserted else { continue }
                 let base = baseVersion(version.links).flatMap { roots[$0] }
-                if let walk = try await startWalk(root: root, base: base, prefetched: prefetched) { walks.append(walk) }
+                if let walk = try await startWalk(root: root, records: version.records, base: base, prefetched: prefetched) { walks.append(walk) }
                 recordsInStep = recordsInStep.addingSaturated(version.records)
             }
+            try await checkRecordCounts(
+                versions.map { ($0.id, $0.links.root ?? Store.emptyRoot.hash, $0.records) },
+                counted: Dictionary(walks.map { ($0.group[0].hash, $0.group[0].links.recordCount) }) { first, _ in first })
             try await copyWalks(walks)
             for version in versions {
                 try await writer.add(version.id, version.bytes)
@@ -243,7 +246,7 @@ final class Transfer {
         recordsCovered = 0
         versionsInStep = 1
         defer { versionsInStep = 0 }
-        if let walk = try await startWalk(root: root, base: base, prefetched: [:]) { try await copyWalks([walk]) }
+        if let walk = try await startWalk(root: root, records: records, base: base, prefetched: [:]) { try await copyWalks([walk]) }
     }
 
     /// Sibling nodes of one index at one level that the target lacks, and the nodes of the
@@ -260,22 +263,40 @@ final class Transfer {
         }
     }
 
+    /// Throws unless each version says as many records as its index holds, as `verify` checks:
+    /// the roots walked are `counted` (and checked by ``startWalk(root:records:base:prefetched:)``);
+    /// the others, which the target holds or another version shares, are read from the source.
+    func checkRecordCounts(_ versions: [(id: Hash, root: Hash, records: UInt64)], counted: [Hash: UInt64]) async throws {
+        var counts = counted
+        for (hash, bytes) in try await fetch(Array(Set(versions.map(\.root).filter { counts[$0] == nil }))) {
+            counts[hash] = try links(of: hash, bytes, expecting: nil).recordCount
+        }
+        for version in versions where counts[version.root].map({ $0 != version.records }) ?? false {
+            throw ArborError(
+                .corruptObject, "version \(version.id) says \(version.records) records; its index root \(version.root) holds \(counts[version.root] ?? 0)",
+                backend: source.engineName, operation: "exchange")
+        }
+    }
+
     /// The walk that copies the index below `root` against the index below `base`, or `nil` when
-    /// the target holds `root` or it is on its way.
-    private func startWalk(root: Hash, base: Hash?, prefetched: [Hash: [UInt8]]) async throws -> Walk? {
+    /// the target holds `root` or it is on its way. Throws if the root does not hold `records`.
+    private func startWalk(root: Hash, records: UInt64, base: Hash?, prefetched: [Hash: [UInt8]]) async throws -> Walk? {
         guard !writer.isQueued(root) else { return nil }
         if prefetched[root] == nil {
             guard try await targetHas([root]).isEmpty else { return nil }
         }
         let wanted = (base.map { [root, $0] } ?? [root]).filter { prefetched[$0] == nil }
         let fetched = wanted.isEmpty ? prefetched : try await fetch(wanted).merging(prefetched) { fetched, _ in fetched }
-        let links = try links(of: root, fetched[root] ?? [], expecting: nil)
+        let links = try links(of: root, fetched[root] ?? [], expecting: nil, keys: true)
         guard links.isIndexNode else {
             throw ArborError(.corruptObject, "object \(root) is a \(links.kind.name), not an index root", backend: source.engineName, operation: "exchange")
         }
+        guard links.recordCount == records else {
+            throw ArborError(.corruptObject, "index root \(root) holds \(links.recordCount) records; its version says \(records)", backend: source.engineName, operation: "exchange")
+        }
         var old = [Fetched]()
         if let base, base != root {
-            let baseLinks = try self.links(of: base, fetched[base] ?? [], expecting: nil)
+            let baseLinks = try self.links(of: base, fetched[base] ?? [], expecting: nil, keys: true)
             // Only a base of the same height lines up level by level.
             if baseLinks.kind == links.kind && baseLinks.level == links.level { old = [(base, [], baseLinks)] }
         }
@@ -310,6 +331,13 @@ final class Transfer {
         // Each walk's children to copy, in pieces of at most `groupSize`, each with the base's
         // nodes it replaces.
         var pieces = [(level: Int, wanted: [Hash], old: [Hash])]()
+        // How the nodes to copy are filed by their parents: a node must hold that many records
+        // and end on that key (as a digest), or lookups, which go down by the branches' keys and
+        // counts, and diffs, which go along the leaves, would answer differently in the target.
+        // Those checks wait for the nodes' bytes. A node the base holds too is not read: it must
+        // be filed as the base files it. (A node the target held already is neither read nor
+        // compared: `verify` checks every node.)
+        var filedAs = [Hash: (parent: Hash, count: UInt64, key: Int?)]()
         for (walk, known) in zip(walks, known) {
             if walk.level == 0 {
                 for blob in walk.names(walk.group) where !known.contains(blob) && !have.contains(blob) && seen.insert(blob).inserted {
@@ -319,12 +347,27 @@ final class Transfer {
                 continue
             }
             let children = walk.group.flatMap(\.links.children)
+            var baseFiling = [Hash: (count: UInt64, key: Int?)]()
+            for node in walk.old {
+                for (index, child) in node.links.children.enumerated() {
+                    baseFiling[child.hash] = (child.count, index < node.links.childKeyDigests.count ? node.links.childKeyDigests[index] : nil)
+                }
+            }
             var wanted = [Hash]()
-            for child in children {
-                if known.contains(child.hash) || have.contains(child.hash) {
-                    recordsCovered = recordsCovered.addingSaturated(child.count)
-                } else if seen.insert(child.hash).inserted {
-                    wanted.append(child.hash)
+            for node in walk.group {
+                for (index, child) in node.links.children.enumerated() {
+                    let key = index < node.links.childKeyDigests.count ? node.links.childKeyDigests[index] : nil
+                    if let filed = baseFiling[child.hash], filed.count != child.count || (filed.key != nil && key != nil && filed.key != key) {
+                        throw ArborError(
+                            .corruptObject, "index node \(node.hash) files node \(child.hash) otherwise than the index it was changed from does (\(filed.count == child.count ? "under another key" : "with \(child.count) records, not \(filed.count)"))",
+                            backend: source.engineName, operation: "exchange")
+                    }
+                    if known.contains(child.hash) || have.contains(child.hash) {
+                        recordsCovered = recordsCovered.addingSaturated(child.count)
+                    } else if seen.insert(child.hash).inserted {
+                        wanted.append(child.hash)
+                        filedAs[child.hash] = (node.hash, child.count, key)
+                    }
                 }
             }
             // The base's nodes these replace, to walk the next level against. Old leaves would
@@ -378,18 +421,28 @@ final class Transfer {
             }
             let group = pieces[next..<end].filter { !$0.wanted.isEmpty }
             let fetched = try await fetch(group.flatMap { $0.wanted + $0.old })
-            func fetchedNodes(_ hashes: [Hash], below level: Int) throws -> [Fetched] {
+            // The nodes to copy are checked against their parents; the base's, which the target
+            // holds, only serve to skip questions.
+            func fetchedNodes(_ hashes: [Hash], below level: Int, copied: Bool) throws -> [Fetched] {
                 try hashes.map { hash -> Fetched in
                     let bytes = fetched[hash] ?? []
-                    let childLinks = try links(of: hash, bytes, expecting: level == 1 ? .leaf : .branch)
+                    let childLinks = try links(of: hash, bytes, expecting: level == 1 ? .leaf : .branch, keys: true)
                     if childLinks.kind == .branch && childLinks.level != level - 1 {
                         throw ArborError(.corruptObject, "index node \(hash) is at level \(childLinks.level) below a node at level \(level)", backend: source.engineName, operation: "exchange")
+                    }
+                    if copied, let filed = filedAs[hash] {
+                        guard childLinks.recordCount == filed.count else {
+                            throw ArborError(.corruptObject, "index node \(hash) holds \(childLinks.recordCount) records; node \(filed.parent) says \(filed.count)", backend: source.engineName, operation: "exchange")
+                        }
+                        guard filed.key.map({ $0 == childLinks.lastKeyDigest }) ?? true else {
+                            throw ArborError(.corruptObject, "index node \(hash): its last key is not the key node \(filed.parent) files it under", backend: source.engineName, operation: "exchange")
+                        }
                     }
                     return (hash, bytes, childLinks)
                 }
             }
             try await copyWalks(try group.map { piece in
-                Walk(group: try fetchedNodes(piece.wanted, below: piece.level), old: try fetchedNodes(piece.old, below: piece.level))
+                Walk(group: try fetchedNodes(piece.wanted, below: piece.level, copied: true), old: try fetchedNodes(piece.old, below: piece.level, copied: false))
             })
             next = end
         }
@@ -402,9 +455,10 @@ final class Transfer {
         reportProgress(force: false)
     }
 
-    /// The links of an object fetched from the source, checked to be of the expected kind.
-    func links(of hash: Hash, _ bytes: [UInt8], expecting kind: ObjectKind?) throws -> ObjectLinks {
-        try ObjectLinks.read(hash, bytes, expecting: kind, in: source, operation: "exchange")
+    /// The links of an object fetched from the source, checked to be of the expected kind (with
+    /// `keys`, an index node's key digests too).
+    func links(of hash: Hash, _ bytes: [UInt8], expecting kind: ObjectKind?, keys: Bool = false) throws -> ObjectLinks {
+        try ObjectLinks.read(hash, bytes, expecting: kind, keys: keys, in: source, operation: "exchange")
     }
 
     // MARK: Progress
