@@ -13,7 +13,8 @@ enum PhaseProbe {
         print(String(format: "phase   encode %d values to records: %.3f s", records, (ContinuousClock.now - start).seconds))
 
         let capacity = Int(ProcessInfo.processInfo.environment["ARBOR_NODE_CACHE"] ?? "") ?? Store.Configuration().nodeCacheCapacity
-        let store = Store(backend: MemoryBackend(), configuration: .init(nodeCacheCapacity: capacity))
+        let megabytes = Int(ProcessInfo.processInfo.environment["ARBOR_CACHE_MB"] ?? "") ?? Store.Configuration().cacheMemoryLimit >> 20
+        let store = Store(backend: MemoryBackend(), configuration: .init(nodeCacheCapacity: capacity, cacheMemoryLimit: megabytes << 20))
         start = ContinuousClock.now
         var committed = 0
         while committed < encoded.count {

@@ -261,6 +261,21 @@ final class Transfer {
         func names(_ nodes: [Fetched]) -> [Hash] {
             level == 0 ? nodes.flatMap(\.links.blobs) : nodes.flatMap { $0.links.children.map(\.hash) }
         }
+
+        /// What the base's nodes name, each with how a base branch files it: its record count
+        /// and its key's digest (`nil` when not read). A blob counts one record.
+        func baseFiling() -> [Hash: (count: UInt64, key: Int?)] {
+            var filing = [Hash: (count: UInt64, key: Int?)]()
+            filing.reserveCapacity(old.reduce(0) { $0 + $1.links.children.count + $1.links.blobs.count })
+            for node in old {
+                for blob in node.links.blobs { filing[blob] = (1, nil) }
+                let digests = node.links.childKeyDigests
+                for (index, child) in node.links.children.enumerated() {
+                    filing[child.hash] = (child.count, index < digests.count ? digests[index] : nil)
+                }
+            }
+            return filing
+        }
     }
 
     /// Throws unless each version says as many records as its index holds, as `verify` checks:
@@ -322,9 +337,11 @@ final class Transfer {
         }
         defer { for hash in registered { groupsPending[hash] = nil } }
         for walk in walks { register(walk.group.lazy.map(\.hash)) }
-        let known = walks.map { Set($0.names($0.old)) }
+        // What each walk's base nodes name, and how they file each child: a child the new nodes
+        // name too is not asked for, and must be filed alike (one table for both).
+        let known = walks.map { $0.baseFiling() }
         var asks = Set<Hash>()
-        for (walk, known) in zip(walks, known) { asks.formUnion(walk.names(walk.group).filter { !known.contains($0) }) }
+        for (walk, known) in zip(walks, known) { asks.formUnion(walk.names(walk.group).filter { known[$0] == nil }) }
         let have = try await targetHas(Array(asks))
         var seen = Set<Hash>()
         var blobs = [Hash]()
@@ -340,29 +357,24 @@ final class Transfer {
         var filedAs = [Hash: (parent: Hash, count: UInt64, key: Int?)]()
         for (walk, known) in zip(walks, known) {
             if walk.level == 0 {
-                for blob in walk.names(walk.group) where !known.contains(blob) && !have.contains(blob) && seen.insert(blob).inserted {
+                for blob in walk.names(walk.group) where known[blob] == nil && !have.contains(blob) && seen.insert(blob).inserted {
                     blobs.append(blob)
                 }
                 recordsCovered = walk.group.reduce(recordsCovered) { $0.addingSaturated($1.links.recordCount) }
                 continue
             }
             let children = walk.group.flatMap(\.links.children)
-            var baseFiling = [Hash: (count: UInt64, key: Int?)]()
-            for node in walk.old {
-                for (index, child) in node.links.children.enumerated() {
-                    baseFiling[child.hash] = (child.count, index < node.links.childKeyDigests.count ? node.links.childKeyDigests[index] : nil)
-                }
-            }
             var wanted = [Hash]()
             for node in walk.group {
                 for (index, child) in node.links.children.enumerated() {
                     let key = index < node.links.childKeyDigests.count ? node.links.childKeyDigests[index] : nil
-                    if let filed = baseFiling[child.hash], filed.count != child.count || (filed.key != nil && key != nil && filed.key != key) {
+                    let filed = known[child.hash]
+                    if let filed, filed.count != child.count || (filed.key != nil && key != nil && filed.key != key) {
                         throw ArborError(
                             .corruptObject, "index node \(node.hash) files node \(child.hash) otherwise than the index it was changed from does (\(filed.count == child.count ? "under another key" : "with \(child.count) records, not \(filed.count)"))",
                             backend: source.engineName, operation: "exchange")
                     }
-                    if known.contains(child.hash) || have.contains(child.hash) {
+                    if filed != nil || have.contains(child.hash) {
                         recordsCovered = recordsCovered.addingSaturated(child.count)
                     } else if seen.insert(child.hash).inserted {
                         wanted.append(child.hash)
