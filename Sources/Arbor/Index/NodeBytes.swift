@@ -232,6 +232,30 @@ struct NodeBytes: Sendable {
         Array(bytes[bound(index, 0)..<bound(index, 1)])
     }
 
+    /// The first entry whose key is at least `key` (`count` if none is), and whether its key is
+    /// `key`.
+    ///
+    /// - Complexity: O(log *e*) key comparisons for *e* entries.
+    func firstEntry(notBelow key: [UInt8]) -> (index: Int, isEqual: Bool) {
+        lowerBound(key)
+    }
+
+    /// The bytes entries `range` take, their keys' lengths included: entries lie back to back in
+    /// key order, so these encode those entries in any node of the same level.
+    ///
+    /// - Complexity: O(1).
+    func entryBytes(_ range: Range<Int>) -> ArraySlice<UInt8> {
+        guard !range.isEmpty else { return [] }
+        let first = range.lowerBound
+        let start = bound(first, 0) - varintSize(UInt64(bound(first, 1) - bound(first, 0)))
+        return bytes[start..<bound(range.upperBound - 1, 2)]
+    }
+
+    /// Whether entry `index`'s key ends a node at this node's level (``ProllyTree/isBoundary(_:level:)``).
+    func endsNode(_ index: Int) -> Bool {
+        withEntry(index, key: true) { ProllyTree.isBoundary($0, level: level) }
+    }
+
     /// Compares entry `index`'s key with entry `otherIndex`'s key in `other`, in place.
     ///
     /// - Complexity: O(key length).

@@ -355,18 +355,51 @@ final class NodeSource {
         return results.map(\.hash)
     }
 
-    /// The new nodes reachable from `root`, children first, ready to be written.
-    /// Nodes created and then abandoned by the edit (collapsed levels) are dropped.
+    /// Records new leaves made as bytes (``ProllyTree/rewriteLeaves(edits:root:rootHash:source:replaced:)``),
+    /// hashing and checking them on every core; returns their hashes in order. They are kept as
+    /// ``NodeBytes``, as point reads and diffs read leaves, and never decoded unless asked.
+    func createLeaves(_ leaves: [[UInt8]]) throws -> [Hash] {
+        var results = [(hash: Hash, node: Result<NodeBytes, any Error>)](
+            repeating: (Store.emptyRoot.hash, .success(.empty)), count: leaves.count)
+        @Sendable func make(_ index: Int) -> (hash: Hash, node: Result<NodeBytes, any Error>) {
+            (Hash.of(leaves[index]), Result { try NodeBytes(validating: leaves[index]) })
+        }
+        if leaves.count < 64 {
+            for index in leaves.indices { results[index] = make(index) }
+        } else {
+            results.withUnsafeMutableBufferPointer { buffer in
+                // Each index is written by exactly one worker, as in `create(_:)`.
+                nonisolated(unsafe) let output = buffer
+                let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
+                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                    for index in stride(from: worker, to: leaves.count, by: workers) { output[index] = make(index) }
+                }
+            }
+        }
+        for (bytes, result) in zip(leaves, results) {
+            created[result.hash] = bytes
+            localBytes[result.hash] = try decoding(result.hash) { try result.node.get() }
+        }
+        return results.map(\.hash)
+    }
+
+    /// The new nodes reachable from `root`, children first, ready to be written, each put in
+    /// the store's caches. Nodes created and then abandoned by the edit (collapsed levels) are
+    /// dropped.
     func newObjects(reachableFrom root: Hash) -> [(hash: Hash, bytes: [UInt8])] {
         var result = [(hash: Hash, bytes: [UInt8])]()
         var visited = Set<Hash>()
         func visit(_ hash: Hash) {
-            guard let bytes = created[hash], let node = local[hash], visited.insert(hash).inserted else { return }
-            if node.level > 0 {
-                for entry in node.entries { if case .node(let child, _) = entry.payload { visit(child) } }
+            guard let bytes = created[hash], visited.insert(hash).inserted else { return }
+            if let node = local[hash] {
+                if node.level > 0 {
+                    for entry in node.entries { if case .node(let child, _) = entry.payload { visit(child) } }
+                }
+                cache.insert(node, for: hash)
+            } else if let leaf = localBytes[hash] {
+                bytesCache.insert(leaf, for: hash)
             }
             result.append((hash, bytes))
-            cache.insert(node, for: hash)
         }
         visit(root)
         return result

@@ -44,21 +44,25 @@ extension ProllyTree {
         while true {
             if levelEdits.isEmpty { return rootHash }
             let removed: [(lastKey: [UInt8]?, hash: Hash)]
-            let added: [IndexNode]
+            let added: [NewNode]
             if level > oldRoot.level {
                 // Above the old root the old level held only the (now replaced) old root.
                 removed = []
-                added = chunk(levelEdits.compactMap { edit in edit.payload.map { IndexEntry(key: edit.key, payload: $0) } }, level: level)
+                added = create(chunk(levelEdits.compactMap { edit in edit.payload.map { IndexEntry(key: edit.key, payload: $0) } }, level: level), in: source)
+            } else if level == 0 {
+                (removed, added) = try await rewriteLeaves(edits: levelEdits, root: oldRoot, rootHash: rootHash, source: source, replaced: &replaced)
             } else {
-                (removed, added) = try await rewrite(
+                let nodes: [IndexNode]
+                (removed, nodes) = try await rewrite(
                     level: level, edits: levelEdits, root: oldRoot, rootHash: rootHash, source: source, replaced: &replaced)
+                added = create(nodes, in: source)
             }
             if level >= oldRoot.level && added.count <= 1 {
-                newRoot = added.first.map(source.create) ?? source.create(.empty)
+                newRoot = added.first?.hash ?? source.create(.empty)
                 break
             }
             // At the old root's level an unchanged node must still be listed: no node above holds it.
-            levelEdits = parentEdits(removed: removed, added: added, keepUnchanged: level >= oldRoot.level, source: source)
+            levelEdits = parentEdits(removed: removed, added: added, keepUnchanged: level >= oldRoot.level)
             level += 1
         }
         // The root is the lowest level with a single node: drop branches with one child.
@@ -74,30 +78,33 @@ extension ProllyTree {
     /// order), minus no-ops: a node rewritten identically changes nothing above it (unless
     /// `keepUnchanged`, for a level with no node above it yet).
     private static func parentEdits(
-        removed: [(lastKey: [UInt8]?, hash: Hash)], added: [IndexNode], keepUnchanged: Bool, source: NodeSource
+        removed: [(lastKey: [UInt8]?, hash: Hash)], added: [NewNode], keepUnchanged: Bool
     ) -> [IndexEdit] {
         let old = removed.compactMap { node in node.lastKey.map { (key: $0, hash: node.hash) } }
-        let hashes = source.create(added)
         var edits = [IndexEdit]()
         edits.reserveCapacity(old.count + added.count)
         var i = 0
         var j = 0
         while i < old.count || j < added.count {
-            let order = i == old.count ? 1 : (j == added.count ? -1 : compareKeys(old[i].key, added[j].lastKey!))
+            let order = i == old.count ? 1 : (j == added.count ? -1 : compareKeys(old[i].key, added[j].lastKey))
             if order < 0 {
                 edits.append(IndexEdit(key: old[i].key, payload: nil))
                 i += 1
                 continue
             }
             let node = added[j]
-            let hash = hashes[j]
-            if order > 0 || old[i].hash != hash || keepUnchanged {
-                edits.append(IndexEdit(key: node.lastKey!, payload: .node(hash, count: node.recordCount)))
+            if order > 0 || old[i].hash != node.hash || keepUnchanged {
+                edits.append(IndexEdit(key: node.lastKey, payload: .node(node.hash, count: node.recordCount)))
             }
             if order == 0 { i += 1 }
             j += 1
         }
         return edits
+    }
+
+    /// Records `nodes` in `source` (encoded and hashed on every core), as the level above files them.
+    private static func create(_ nodes: [IndexNode], in source: NodeSource) -> [NewNode] {
+        zip(nodes, source.create(nodes)).map { NewNode(hash: $1, lastKey: $0.lastKey ?? [], recordCount: $0.recordCount) }
     }
 
     /// Splits a sorted run of entries into nodes at `level` by the boundary rule.
@@ -185,11 +192,5 @@ extension ProllyTree {
             if compareKeys(entries[middle].key, key) < 0 { low = middle + 1 } else { high = middle }
         }
         return low
-    }
-
-    /// Loads, level by level and in one batch per level, every node on the paths to `keys`, so
-    /// that the edit itself runs from the cache (one round trip per level on remote engines).
-    static func prefetch(_ keys: [[UInt8]], root: IndexNode, source: NodeSource) async throws {
-        _ = try await leaves(covering: keys[...], root: root, source: source)
     }
 }

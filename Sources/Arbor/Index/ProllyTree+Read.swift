@@ -49,27 +49,45 @@ extension ProllyTree {
     static func leaves(
         covering keys: ArraySlice<[UInt8]>, root: IndexNode, source: NodeSource
     ) async throws -> [(leaf: IndexNode, keys: ArraySlice<[UInt8]>)] {
-        var frontier = [(leaf: root, keys: keys)]
-        while let level = frontier.first?.leaf.level, level > 0 {
-            var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
-            for (node, nodeKeys) in frontier {
-                let groups = partition(nodeKeys, lastIndex: node.entries.count - 1, childIndex: node.childIndex(covering:)) {
-                    compareKeys(node.entries[$0].key, $1) >= 0
-                }
-                for (index, childKeys) in groups {
-                    guard case .node(let child, _) = node.entries[index].payload else {
-                        throw ArborError(.corruptObject, "malformed index: a branch entry does not name a node")
-                    }
-                    next.append((child, childKeys))
-                }
-            }
+        try await nodes(covering: keys, root: root, level: 0, source: source).map { (leaf: $0.node, keys: $0.keys) }
+    }
+
+    /// The nodes at `level` (or the root, if it is lower) that cover `keys` (sorted), each with
+    /// the keys it covers, as ``leaves(covering:root:source:)`` finds leaves.
+    ///
+    /// - Complexity: O(k log n) node reads for `k` keys.
+    static func nodes(
+        covering keys: ArraySlice<[UInt8]>, root: IndexNode, level target: Int, source: NodeSource
+    ) async throws -> [(node: IndexNode, keys: ArraySlice<[UInt8]>)] {
+        var frontier = [(node: root, keys: keys)]
+        while let level = frontier.first?.node.level, level > target {
+            let next = try children(covering: frontier)
             let nodes = try await source.nodes(next.map(\.hash))
             for (node, child) in zip(nodes, next) where node.level != level - 1 {
                 throw wrongLevel(child.hash, node.level, under: level)
             }
-            frontier = zip(nodes, next).map { (leaf: $0, keys: $1.keys) }
+            frontier = zip(nodes, next).map { (node: $0, keys: $1.keys) }
         }
         return frontier
+    }
+
+    /// The children of the branches `parents` that cover their keys, each with the keys it covers.
+    static func children(
+        covering parents: [(node: IndexNode, keys: ArraySlice<[UInt8]>)]
+    ) throws -> [(hash: Hash, keys: ArraySlice<[UInt8]>)] {
+        var children = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
+        for (node, nodeKeys) in parents {
+            let groups = partition(nodeKeys, lastIndex: node.entries.count - 1, childIndex: node.childIndex(covering:)) {
+                compareKeys(node.entries[$0].key, $1) >= 0
+            }
+            for (index, childKeys) in groups {
+                guard case .node(let child, _) = node.entries[index].payload else {
+                    throw ArborError(.corruptObject, "malformed index: a branch entry does not name a node")
+                }
+                children.append((child, childKeys))
+            }
+        }
+        return children
     }
 
     /// Splits `keys` (sorted) among the children of a branch whose last entry is `lastIndex`:

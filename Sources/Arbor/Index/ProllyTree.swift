@@ -16,16 +16,24 @@ enum ProllyTree {
 
     @inline(__always)
     static func boundaryHash(_ key: [UInt8], level: Int) -> UInt64 {
+        key.withUnsafeBufferPointer { boundaryHash($0, level: level) }
+    }
+
+    @inline(__always)
+    static func boundaryHash(_ key: UnsafeBufferPointer<UInt8>, level: Int) -> UInt64 {
         // FNV-1a over the key, seeded with the level, then the MurmurHash3 finalizer for mixing.
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325 ^ (UInt64(level) &* 0x9E37_79B9_7F4A_7C15)
-        key.withUnsafeBufferPointer { buffer in
-            for byte in buffer { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        }
+        for byte in key { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         return murmurMix(hash)
     }
 
     @inline(__always)
     static func isBoundary(_ key: [UInt8], level: Int) -> Bool {
+        key.withUnsafeBufferPointer { isBoundary($0, level: level) }
+    }
+
+    @inline(__always)
+    static func isBoundary(_ key: UnsafeBufferPointer<UInt8>, level: Int) -> Bool {
         boundaryHash(key, level: level) < UInt64.max / (level == 0 ? leafFanout : branchFanout)
     }
 
