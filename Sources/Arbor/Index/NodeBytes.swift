@@ -251,6 +251,16 @@ struct NodeBytes: Sendable {
         return bytes[start..<bound(range.upperBound - 1, 2)]
     }
 
+    /// The records below branch entries `range`: the sum of their children's counts.
+    ///
+    /// - Complexity: O(*r*) for *r* entries.
+    func recordCount(of range: Range<Int>) throws -> UInt64 {
+        try range.reduce(0) { total, index in
+            var reader = ByteReader(bytes, offset: bound(index, 1) + Hash.byteCount)
+            return total.addingSaturated(try reader.varint())
+        }
+    }
+
     /// Whether entry `index`'s key ends a node at this node's level (``ProllyTree/isBoundary(_:level:)``).
     func endsNode(_ index: Int) -> Bool {
         withEntry(index, key: true) { ProllyTree.isBoundary($0, level: level) }

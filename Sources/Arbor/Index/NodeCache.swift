@@ -355,28 +355,28 @@ final class NodeSource {
         return results.map(\.hash)
     }
 
-    /// Records new leaves made as bytes (``ProllyTree/rewriteLeaves(edits:root:rootHash:source:replaced:)``),
+    /// Records new nodes made as bytes (``ProllyTree/rewrite(level:edits:root:rootHash:source:replaced:)``),
     /// hashing and checking them on every core; returns their hashes in order. They are kept as
-    /// ``NodeBytes``, as point reads and diffs read leaves, and never decoded unless asked.
-    func createLeaves(_ leaves: [[UInt8]]) throws -> [Hash] {
+    /// ``NodeBytes``, as point reads and diffs read nodes, and never decoded unless asked.
+    func createNodes(_ nodes: [[UInt8]]) throws -> [Hash] {
         var results = [(hash: Hash, node: Result<NodeBytes, any Error>)](
-            repeating: (Store.emptyRoot.hash, .success(.empty)), count: leaves.count)
+            repeating: (Store.emptyRoot.hash, .success(.empty)), count: nodes.count)
         @Sendable func make(_ index: Int) -> (hash: Hash, node: Result<NodeBytes, any Error>) {
-            (Hash.of(leaves[index]), Result { try NodeBytes(validating: leaves[index]) })
+            (Hash.of(nodes[index]), Result { try NodeBytes(validating: nodes[index]) })
         }
-        if leaves.count < 64 {
-            for index in leaves.indices { results[index] = make(index) }
+        if nodes.count < 64 {
+            for index in nodes.indices { results[index] = make(index) }
         } else {
             results.withUnsafeMutableBufferPointer { buffer in
                 // Each index is written by exactly one worker, as in `create(_:)`.
                 nonisolated(unsafe) let output = buffer
                 let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
                 DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                    for index in stride(from: worker, to: leaves.count, by: workers) { output[index] = make(index) }
+                    for index in stride(from: worker, to: nodes.count, by: workers) { output[index] = make(index) }
                 }
             }
         }
-        for (bytes, result) in zip(leaves, results) {
+        for (bytes, result) in zip(nodes, results) {
             created[result.hash] = bytes
             localBytes[result.hash] = try decoding(result.hash) { try result.node.get() }
         }
@@ -396,8 +396,12 @@ final class NodeSource {
                     for entry in node.entries { if case .node(let child, _) = entry.payload { visit(child) } }
                 }
                 cache.insert(node, for: hash)
-            } else if let leaf = localBytes[hash] {
-                bytesCache.insert(leaf, for: hash)
+            } else if let node = localBytes[hash] {
+                // Made as bytes: a branch's children are read in place (checked when made).
+                for index in 0..<(node.level > 0 ? node.count : 0) {
+                    if let child = try? node.child(at: index) { visit(child) }
+                }
+                bytesCache.insert(node, for: hash)
             }
             result.append((hash, bytes))
         }

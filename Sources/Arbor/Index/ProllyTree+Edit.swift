@@ -35,7 +35,7 @@ extension ProllyTree {
         _ edits: [IndexEdit], to rootHash: Hash, source: NodeSource, replaced: inout [(key: [UInt8], old: IndexPayload)]
     ) async throws -> Hash {
         guard !edits.isEmpty else { return rootHash }
-        let oldRoot = try await source.node(rootHash)
+        let oldRoot = try await source.nodeBytes(rootHash)
         try await prefetch(edits.map(\.key), root: oldRoot, source: source)
 
         var levelEdits = edits
@@ -49,13 +49,9 @@ extension ProllyTree {
                 // Above the old root the old level held only the (now replaced) old root.
                 removed = []
                 added = create(chunk(levelEdits.compactMap { edit in edit.payload.map { IndexEntry(key: edit.key, payload: $0) } }, level: level), in: source)
-            } else if level == 0 {
-                (removed, added) = try await rewriteLeaves(edits: levelEdits, root: oldRoot, rootHash: rootHash, source: source, replaced: &replaced)
             } else {
-                let nodes: [IndexNode]
-                (removed, nodes) = try await rewrite(
+                (removed, added) = try await rewrite(
                     level: level, edits: levelEdits, root: oldRoot, rootHash: rootHash, source: source, replaced: &replaced)
-                added = create(nodes, in: source)
             }
             if level >= oldRoot.level && added.count <= 1 {
                 newRoot = added.first?.hash ?? source.create(.empty)
@@ -66,10 +62,10 @@ extension ProllyTree {
             level += 1
         }
         // The root is the lowest level with a single node: drop branches with one child.
-        var root = try await source.node(newRoot)
-        while root.level > 0, root.entries.count == 1, case .node(let child, _) = root.entries[0].payload {
-            newRoot = child
-            root = try await source.node(child)
+        var root = try await source.nodeBytes(newRoot)
+        while root.level > 0, root.count == 1 {
+            newRoot = try root.child(at: 0)
+            root = try await source.nodeBytes(newRoot)
         }
         return newRoot
     }
@@ -120,77 +116,5 @@ extension ProllyTree {
         }
         if !run.isEmpty { nodes.append(IndexNode(level: level, entries: run.exactCopy())) }
         return nodes
-    }
-
-    /// Rewrites the nodes of one level that `edits` touch. Returns the old nodes replaced and the
-    /// new nodes that replace them.
-    private static func rewrite(
-        level: Int, edits: [IndexEdit], root: IndexNode, rootHash: Hash, source: NodeSource,
-        replaced: inout [(key: [UInt8], old: IndexPayload)]
-    ) async throws -> (removed: [(lastKey: [UInt8]?, hash: Hash)], added: [IndexNode]) {
-        var removed = [(lastKey: [UInt8]?, hash: Hash)]()
-        var added = [IndexNode]()
-        var cursor = LevelCursor(source: source, root: root, rootHash: rootHash, level: level)
-        var next = 0
-        while next < edits.count {
-            try await cursor.seek(edits[next].key)
-            var run = [IndexEntry]()
-            while true {
-                let node = cursor.node
-                removed.append((node.lastKey, cursor.nodeHash))
-                let isLast = !cursor.hasNext
-                // Edits up to this node's last key belong here; past the level's last key, all do.
-                let upper = isLast ? nil : node.lastKey
-                // In a canonical tree only a node's last entry can be a boundary, so old entries
-                // are copied in slices and only new keys are hashed.
-                let lastIsBoundary = node.lastKey.map { isBoundary($0, level: level) } ?? false
-                let entries = node.entries
-                var position = 0
-                func flush() {
-                    added.append(IndexNode(level: level, entries: run.exactCopy()))
-                    run.removeAll(keepingCapacity: true)
-                }
-                func copyOld(upTo end: Int) {
-                    guard end > position else { return }
-                    run.append(contentsOf: entries[position..<end])
-                    if end == entries.count && lastIsBoundary { flush() }
-                    position = end
-                }
-                while next < edits.count, upper.map({ compareKeys(edits[next].key, $0) <= 0 }) ?? true {
-                    let found = lowerBound(entries, from: position, key: edits[next].key)
-                    copyOld(upTo: found)
-                    if position < entries.count, compareKeys(entries[position].key, edits[next].key) == 0 {
-                        if level == 0 { replaced.append((edits[next].key, entries[position].payload)) }
-                        position += 1
-                    }
-                    if let payload = edits[next].payload {
-                        run.append(IndexEntry(key: edits[next].key, payload: payload))
-                        if isBoundary(edits[next].key, level: level) { flush() }
-                    }
-                    next += 1
-                }
-                copyOld(upTo: entries.count)
-                if run.isEmpty { break }
-                if isLast {
-                    added.append(IndexNode(level: level, entries: run.exactCopy()))
-                    break
-                }
-                // The run ends without a boundary: it continues into the next node.
-                guard try await cursor.advance() else { break }
-            }
-        }
-        return (removed, added)
-    }
-
-    /// The first index at or after `start` whose entry's key is not less than `key`.
-    @inline(__always)
-    static func lowerBound(_ entries: [IndexEntry], from start: Int, key: [UInt8]) -> Int {
-        var low = start
-        var high = entries.count
-        while low < high {
-            let middle = (low + high) / 2
-            if compareKeys(entries[middle].key, key) < 0 { low = middle + 1 } else { high = middle }
-        }
-        return low
     }
 }

@@ -43,51 +43,28 @@ extension ProllyTree {
     }
 
     /// The leaves that cover `keys` (sorted), each with the keys it covers, fetching each
-    /// level's nodes in one batch: one round trip per level on remote engines.
+    /// level's nodes in one batch (one round trip per level on remote engines), as bytes.
     ///
     /// - Complexity: O(k log n) node reads for `k` keys.
     static func leaves(
-        covering keys: ArraySlice<[UInt8]>, root: IndexNode, source: NodeSource
-    ) async throws -> [(leaf: IndexNode, keys: ArraySlice<[UInt8]>)] {
-        try await nodes(covering: keys, root: root, level: 0, source: source).map { (leaf: $0.node, keys: $0.keys) }
-    }
-
-    /// The nodes at `level` (or the root, if it is lower) that cover `keys` (sorted), each with
-    /// the keys it covers, as ``leaves(covering:root:source:)`` finds leaves.
-    ///
-    /// - Complexity: O(k log n) node reads for `k` keys.
-    static func nodes(
-        covering keys: ArraySlice<[UInt8]>, root: IndexNode, level target: Int, source: NodeSource
-    ) async throws -> [(node: IndexNode, keys: ArraySlice<[UInt8]>)] {
-        var frontier = [(node: root, keys: keys)]
-        while let level = frontier.first?.node.level, level > target {
-            let next = try children(covering: frontier)
-            let nodes = try await source.nodes(next.map(\.hash))
+        covering keys: [[UInt8]], root: NodeBytes, source: NodeSource
+    ) async throws -> [(leaf: NodeBytes, keys: ArraySlice<[UInt8]>)] {
+        var frontier = [(leaf: root, keys: keys[...])]
+        while let level = frontier.first?.leaf.level, level > 0 {
+            var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
+            for (node, nodeKeys) in frontier {
+                let groups = partition(nodeKeys, lastIndex: node.count - 1, childIndex: node.childIndex(covering:)) {
+                    node.compareKey($0, to: $1) >= 0
+                }
+                for (index, childKeys) in groups { next.append((try node.child(at: index), childKeys)) }
+            }
+            let nodes = try await source.nodeBytes(next.map(\.hash))
             for (node, child) in zip(nodes, next) where node.level != level - 1 {
                 throw wrongLevel(child.hash, node.level, under: level)
             }
-            frontier = zip(nodes, next).map { (node: $0, keys: $1.keys) }
+            frontier = zip(nodes, next).map { (leaf: $0, keys: $1.keys) }
         }
         return frontier
-    }
-
-    /// The children of the branches `parents` that cover their keys, each with the keys it covers.
-    static func children(
-        covering parents: [(node: IndexNode, keys: ArraySlice<[UInt8]>)]
-    ) throws -> [(hash: Hash, keys: ArraySlice<[UInt8]>)] {
-        var children = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
-        for (node, nodeKeys) in parents {
-            let groups = partition(nodeKeys, lastIndex: node.entries.count - 1, childIndex: node.childIndex(covering:)) {
-                compareKeys(node.entries[$0].key, $1) >= 0
-            }
-            for (index, childKeys) in groups {
-                guard case .node(let child, _) = node.entries[index].payload else {
-                    throw ArborError(.corruptObject, "malformed index: a branch entry does not name a node")
-                }
-                children.append((child, childKeys))
-            }
-        }
-        return children
     }
 
     /// Splits `keys` (sorted) among the children of a branch whose last entry is `lastIndex`:
@@ -125,21 +102,7 @@ extension ProllyTree {
     /// - Complexity: O(k log n) node reads for `k` keys in a tree of `n` records.
     static func lookup(_ keys: [[UInt8]], root rootHash: Hash, source: NodeSource) async throws -> [[UInt8]: IndexPayload] {
         guard !keys.isEmpty else { return [:] }
-        var frontier = [(node: try await source.nodeBytes(rootHash), keys: keys[...])]
-        while let level = frontier.first?.node.level, level > 0 {
-            var next = [(hash: Hash, keys: ArraySlice<[UInt8]>)]()
-            for (node, nodeKeys) in frontier {
-                let groups = partition(nodeKeys, lastIndex: node.count - 1, childIndex: node.childIndex(covering:)) {
-                    node.compareKey($0, to: $1) >= 0
-                }
-                for (index, childKeys) in groups { next.append((try node.child(at: index), childKeys)) }
-            }
-            let nodes = try await source.nodeBytes(next.map(\.hash))
-            for (node, child) in zip(nodes, next) where node.level != level - 1 {
-                throw wrongLevel(child.hash, node.level, under: level)
-            }
-            frontier = zip(nodes, next).map { (node: $0, keys: $1.keys) }
-        }
+        let frontier = try await leaves(covering: keys, root: try await source.nodeBytes(rootHash), source: source)
         var result = [[UInt8]: IndexPayload]()
         for (leaf, leafKeys) in frontier {
             for key in leafKeys { if let payload = try leaf.payload(for: key) { result[key] = payload } }

@@ -111,25 +111,22 @@ extension IndexNode {
             return low
         }
     }
-
-    var childHashes: [Hash] {
-        entries.compactMap { if case .node(let hash, _) = $0.payload { hash } else { nil } }
-    }
 }
 
 /// A position on one level of the tree: the path from the root down to one node at that level.
+/// Nodes are read as bytes (``NodeBytes``), never decoded.
 struct LevelCursor {
     let source: NodeSource
     let level: Int
-    let root: IndexNode
+    let root: NodeBytes
     let rootHash: Hash
     /// Branches from the root down to the parent of `node`, with the index taken in each.
-    private(set) var path: [(node: IndexNode, index: Int)] = []
-    private(set) var node: IndexNode
+    private(set) var path: [(node: NodeBytes, index: Int)] = []
+    private(set) var node: NodeBytes
     /// The hash of `node`, as its parent names it.
     private(set) var nodeHash: Hash
 
-    init(source: NodeSource, root: IndexNode, rootHash: Hash, level: Int) {
+    init(source: NodeSource, root: NodeBytes, rootHash: Hash, level: Int) {
         self.source = source
         self.root = root
         self.rootHash = rootHash
@@ -149,38 +146,33 @@ struct LevelCursor {
         var currentHash = rootHash
         while current.level > level {
             let index = current.childIndex(covering: key)
-            guard case .node(let child, _) = current.entries[index].payload else { throw malformed() }
             if depth < path.count, path[depth].index == index, path[depth].node.level == current.level {
                 // Same branch and same child as before: the next node down is already known.
+                currentHash = try current.child(at: index)
                 current = depth + 1 < path.count ? path[depth + 1].node : node
-            } else {
-                path.removeSubrange(depth...)
-                path.append((current, index))
-                current = try await source.node(child)
                 depth += 1
-                currentHash = child
-                // Below a changed branch nothing of the old path applies.
-                while current.level > level {
-                    let index = current.childIndex(covering: key)
-                    guard case .node(let child, _) = current.entries[index].payload else { throw malformed() }
-                    path.append((current, index))
-                    current = try await source.node(child)
-                    currentHash = child
-                }
-                break
+                continue
             }
-            currentHash = child
-            depth += 1
+            path.removeSubrange(depth...)
+            path.append((current, index))
+            (current, currentHash) = try await child(of: (current, index))
+            // Below a changed branch nothing of the old path applies.
+            while current.level > level {
+                let index = current.childIndex(covering: key)
+                path.append((current, index))
+                (current, currentHash) = try await child(of: (current, index))
+            }
+            break
         }
         node = current
         nodeHash = currentHash
     }
 
-    var hasNext: Bool { path.contains { $0.index < $0.node.entries.count - 1 } }
+    var hasNext: Bool { path.contains { $0.index < $0.node.count - 1 } }
 
     /// Moves to the next node on the level. Returns `false` at the level's end.
     mutating func advance() async throws -> Bool {
-        while let last = path.last, last.index >= last.node.entries.count - 1 { path.removeLast() }
+        while let last = path.last, last.index >= last.node.count - 1 { path.removeLast() }
         guard !path.isEmpty else { return false }
         path[path.count - 1].index += 1
         var (current, currentHash) = try await child(of: path[path.count - 1])
@@ -193,14 +185,10 @@ struct LevelCursor {
         return true
     }
 
-    private func child(of step: (node: IndexNode, index: Int)) async throws -> (IndexNode, Hash) {
-        guard case .node(let hash, _) = step.node.entries[step.index].payload else { throw malformed() }
-        let child = try await source.node(hash)
-        guard child.level == step.node.level - 1 else { throw malformed() }
+    private func child(of step: (node: NodeBytes, index: Int)) async throws -> (NodeBytes, Hash) {
+        let hash = try step.node.child(at: step.index)
+        let child = try await source.nodeBytes(hash)
+        guard child.level == step.node.level - 1 else { throw ProllyTree.wrongLevel(hash, child.level, under: step.node.level) }
         return (child, hash)
-    }
-
-    private func malformed() -> ArborError {
-        ArborError(.corruptObject, "malformed index: a branch entry does not name a node one level down")
     }
 }
