@@ -141,7 +141,35 @@ import Testing
         let newRoot = try await ProllyTree.apply(edits, to: root, source: source)
         let created = source.newObjects(reachableFrom: newRoot)
         #expect(created.count > 100)
-        for object in created { check(try await source.node(object.hash)) }
+        // An edit makes nodes as bytes, each array sized to its node (the buffer they were
+        // gathered in is reused), whatever the longest run.
+        for object in created {
+            #expect(object.bytes.capacity <= object.bytes.count + 64, "a node of \(object.bytes.count) bytes has room for \(object.bytes.capacity)")
+        }
+    }
+
+    /// A damaged or hostile tree whose branch files a leaf under a key past the leaf's last
+    /// key: an edit between the two keys finds no place in that leaf. It must fail, naming the
+    /// leaf, not seek the same leaf forever.
+    @Test func anEditIntoAMisfiledLeafFailsInsteadOfLooping() async throws {
+        func key(_ text: String) -> [UInt8] { RecordKey(type: "Item", id: text).indexBytes }
+        // A leaf that ends on a boundary key, so its copy closes a node and the run is empty.
+        let last = try #require((0..<10_000).lazy.map { key("b\($0)") }.first { ProllyTree.isBoundary($0, level: 0) })
+        let misfiled = IndexNode(level: 0, entries: [IndexEntry(key: key("a"), payload: IndexTests.payload(1)), IndexEntry(key: last, payload: IndexTests.payload(2))])
+        let after = IndexNode(level: 0, entries: [IndexEntry(key: key("x"), payload: IndexTests.payload(3)), IndexEntry(key: key("z"), payload: IndexTests.payload(4))])
+        let leaves = [misfiled, after].map { (hash: Hash.of($0.encoded()), bytes: $0.encoded()) }
+        let root = IndexNode(level: 1, entries: [
+            IndexEntry(key: key("m"), payload: .node(leaves[0].hash, count: 2)),
+            IndexEntry(key: key("z"), payload: .node(leaves[1].hash, count: 2)),
+        ])
+        let backend = MemoryBackend()
+        try await backend.put(leaves + [(Hash.of(root.encoded()), root.encoded())])
+        let edit = IndexEdit(key: key("e"), payload: IndexTests.payload(5))
+        let error = await #expect(throws: ArborError.self) {
+            _ = try await ProllyTree.apply([edit], to: Hash.of(root.encoded()), source: self.makeSource(backend))
+        }
+        #expect(error?.code == .corruptObject)
+        #expect(error?.message.contains("\(leaves[0].hash)") == true, "\(String(describing: error))")
     }
 
     /// Builds a tree of `count` records and returns its root.

@@ -251,6 +251,13 @@ struct NodeBytes: Sendable {
         return bytes[start..<bound(range.upperBound - 1, 2)]
     }
 
+    /// The records below this node: one per entry of a leaf, its children's counts for a branch.
+    ///
+    /// - Complexity: O(*e*) for *e* entries.
+    func recordCount() throws -> UInt64 {
+        level == 0 ? UInt64(count) : try recordCount(of: 0..<count)
+    }
+
     /// The records below branch entries `range`: the sum of their children's counts.
     ///
     /// - Complexity: O(*r*) for *r* entries.

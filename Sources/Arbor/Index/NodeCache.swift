@@ -253,8 +253,8 @@ final class NodeSource {
             // Not in the store's cache: a node this operation made may never be written.
             node = try checked(bytes, hash)
         } else if let decoded = local[hash] ?? cache.node(hash) {
-            // Decoded lately, or written by a commit of this store: the encoding is canonical,
-            // so encoding it again gives its bytes without a round trip (read after write).
+            // Decoded lately: the encoding is canonical, so encoding it again gives its bytes
+            // without a round trip.
             node = try checked(decoded.encoded(), hash)
             bytesCache.insert(node, for: hash)
         } else {
@@ -322,7 +322,8 @@ final class NodeSource {
         return hashes.map { found[$0]! }
     }
 
-    /// Records a new node and returns its hash; nothing is written until ``flush(root:)``.
+    /// Records a new node and returns its hash; nothing is written until the caller writes
+    /// ``newObjects(reachableFrom:)``.
     func create(_ node: IndexNode) -> Hash {
         let bytes = node.encoded()
         let hash = Hash.of(bytes)
@@ -378,7 +379,10 @@ final class NodeSource {
         }
         for (bytes, result) in zip(nodes, results) {
             created[result.hash] = bytes
-            localBytes[result.hash] = try decoding(result.hash) { try result.node.get() }
+            do { localBytes[result.hash] = try result.node.get() } catch let error as ArborError {
+                // Made from a damaged index (keys out of order, counts past any bound): name the cause.
+                throw ArborError(.corruptObject, "an index node made from the index being edited does not parse, so that index is damaged: \(error.message)", backend: backend.engineName, operation: "edit")
+            }
         }
         return results.map(\.hash)
     }

@@ -25,6 +25,7 @@ extension ProllyTree {
         var next = 0
         while next < edits.count {
             try await cursor.seek(edits[next].key)
+            let (first, seeking) = (cursor.nodeHash, next)
             while true {
                 let node = cursor.node
                 removed.append((node.count == 0 ? nil : node.key(at: node.count - 1), cursor.nodeHash))
@@ -61,6 +62,14 @@ extension ProllyTree {
                 }
                 // The run ends without a boundary: it continues into the next node.
                 guard try await cursor.advance() else { break }
+            }
+            // A seek lands on the node whose parent files it under a key at least the edit's,
+            // which in an intact tree is its last key: the edit is used there. In a damaged or
+            // hostile tree it may not be, and seeking again would land there again forever.
+            guard next > seeking else {
+                throw ArborError(
+                    .corruptObject, "malformed index: node \(first) ends below the key its parent files it under",
+                    backend: source.backend.engineName, operation: "edit")
             }
         }
         let hashes = try source.createNodes(drafts.map(\.bytes))

@@ -162,7 +162,7 @@ extension Store {
         try await state.enforceOwnership(store: self, source: source)
         let root = try await ProllyTree.apply(state.edits(), to: ours.root, source: source)
 
-        let recordCount = try await source.node(root).recordCount
+        let recordCount = try await source.nodeBytes(root).recordCount()
         var objects = state.blobs + source.newObjects(reachableFrom: root)
         if root == Store.emptyRoot.hash { objects.append(Store.emptyRoot) }
         let parents = [ours.id, theirs.id].sorted()

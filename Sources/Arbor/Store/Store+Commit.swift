@@ -37,7 +37,7 @@ extension Store {
             root = try await ProllyTree.apply(deletions, to: root, source: source)
         }
 
-        let recordCount = try await source.node(root).recordCount
+        let recordCount = try await source.nodeBytes(root).recordCount()
         var objects = blobs + source.newObjects(reachableFrom: root)
         if root == Store.emptyRoot.hash { objects.append(Store.emptyRoot) }
         let content = Version.Content(
