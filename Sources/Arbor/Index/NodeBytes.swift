@@ -94,7 +94,7 @@ struct NodeBytes: Sendable {
 
     /// The first entry whose key is at least `key` (`count` if none is), and whether its key
     /// is `key`: a binary search over the abbreviations, reading key bytes only on a tie.
-    private func lowerBound(_ key: [UInt8]) -> (index: Int, isEqual: Bool) {
+    func lowerBound(_ key: [UInt8]) -> (index: Int, isEqual: Bool) {
         guard count > 0 else { return (0, false) }
         return bytes.withUnsafeBufferPointer { buffer in
             key.withUnsafeBufferPointer { wanted in
@@ -230,14 +230,6 @@ struct NodeBytes: Sendable {
     /// Entry `index`'s key, copied out.
     func key(at index: Int) -> [UInt8] {
         Array(bytes[bound(index, 0)..<bound(index, 1)])
-    }
-
-    /// The first entry whose key is at least `key` (`count` if none is), and whether its key is
-    /// `key`.
-    ///
-    /// - Complexity: O(log *e*) key comparisons for *e* entries.
-    func firstEntry(notBelow key: [UInt8]) -> (index: Int, isEqual: Bool) {
-        lowerBound(key)
     }
 
     /// The bytes entries `range` take, their keys' lengths included: entries lie back to back in

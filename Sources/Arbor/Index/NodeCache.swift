@@ -402,8 +402,8 @@ final class NodeSource {
                 cache.insert(node, for: hash)
             } else if let node = localBytes[hash] {
                 // Made as bytes: a branch's children are read in place (checked when made).
-                for index in 0..<(node.level > 0 ? node.count : 0) {
-                    if let child = try? node.child(at: index) { visit(child) }
+                if node.level > 0 {
+                    for index in 0..<node.count { if let child = try? node.child(at: index) { visit(child) } }
                 }
                 bytesCache.insert(node, for: hash)
             }

@@ -42,7 +42,7 @@ extension ProllyTree {
                 // (and an empty leaf, which only the empty tree has, takes them all).
                 let bounded = !isLast && node.count > 0
                 while next < edits.count, !bounded || node.compareKey(node.count - 1, to: edits[next].key) >= 0 {
-                    let (found, isEqual) = node.firstEntry(notBelow: edits[next].key)
+                    let (found, isEqual) = node.lowerBound(edits[next].key)
                     try copyOld(upTo: max(found, position))
                     if isEqual && found >= position {
                         if level == 0 { replaced.append((edits[next].key, try node.payload(at: found))) }
