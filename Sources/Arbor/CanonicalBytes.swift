@@ -220,6 +220,16 @@ extension ByteWriter {
             value(propertyValue)
         }
     }
+
+    /// `entries`, already in UTF-8 name order and with distinct names, as ``namedValues(_:)``
+    /// writes a dictionary of them.
+    mutating func namedValues(sorted entries: [(name: String, value: PropertyValue)]) {
+        varint(entries.count)
+        for (name, propertyValue) in entries {
+            string(name)
+            value(propertyValue)
+        }
+    }
 }
 
 extension PropertyValue {
@@ -310,6 +320,14 @@ enum RecordCoding {
     static func encode(_ properties: [String: PropertyValue]) -> [UInt8] {
         var writer = ByteWriter(capacity: 128)
         writer.namedValues(properties)
+        return writer.bytes
+    }
+
+    /// The same bytes as ``encode(_:)`` of the properties' dictionary, from properties already
+    /// in UTF-8 name order (``PropertyList/sortedByName()``).
+    static func encode(sorted properties: [(name: String, value: PropertyValue)]) -> [UInt8] {
+        var writer = ByteWriter(capacity: 128)
+        writer.namedValues(sorted: properties)
         return writer.bytes
     }
 

@@ -139,6 +139,34 @@ import Testing
         ])
     }
 
+    /// A change set encodes a value straight to canonical bytes (``PropertyList``), not through
+    /// its record's dictionary: the same bytes and children as the record's, also for names
+    /// written twice, names equal only as Unicode (one property, spelled as first written, as
+    /// a dictionary keeps it), and more names than are searched one by one.
+    @Test func changeSetBytesAreTheRecordsBytes() throws {
+        func check<Value: Storable>(_ value: Value) throws {
+            let direct = try RecordEncoder.encodedRecords(of: value)
+            let viaRecords = try RecordEncoder.records(of: value).map(ChangeSet.EncodedRecord.init)
+            #expect(direct.map(\.key) == viaRecords.map(\.key))
+            #expect(direct.map(\.bytes) == viaRecords.map(\.bytes))
+            #expect(direct.map(\.childKeys) == viaRecords.map(\.childKeys))
+        }
+        try check(Everything(id: 7))
+        try check(HandEncoded(id: "h"))
+        try check(Task(id: "t1", title: "Write", done: false,
+                       notes: [Note(id: "n1", text: "first", attachments: [Attachment(id: "a1", data: Data([9]))])],
+                       owner: Ref(id: "p1"), pinned: Note(id: "n3", text: "pinned")))
+        try check(ManyNames(id: "m"))
+
+        let properties = try RecordEncoder.records(of: ManyNames(id: "m"))[0].properties
+        #expect(properties.count == 1 + 40 + 1)
+        #expect(properties["name-3"] == .int(-3))
+        #expect(properties["name-20"] == .map(["inner": .bool(true)]))
+        // Precomposed first, then decomposed: one property, the first spelling, the last value.
+        #expect(properties.keys.filter { $0 == "caf\u{E9}" }.map { Array($0.utf8) } == [Array("caf\u{E9}".utf8)])
+        #expect(properties["caf\u{E9}"] == .string("decomposed"))
+    }
+
     @Test func aChildHeldTwiceIsAnError() throws {
         let note = Note(id: "n", text: "x")
         let task = Task(id: "t", title: "", done: false, notes: [note], pinned: note)
@@ -282,16 +310,28 @@ private struct Code: Codable, Hashable, Sendable {
     }
 }
 
-/// Encodes through every kind of nested container, by hand.
-private struct HandEncoded: Storable {
-    var id: String
+/// A value that writes its properties by hand, its id first, and reads back only its id.
+private protocol HandWritten: Storable where ID == String {
+    init(id: String)
+    /// Writes what follows the id.
+    func encodeRest(into container: inout KeyedEncodingContainer<AnyKey>) throws
+}
 
-    init(id: String) { self.id = id }
-    init(from decoder: any Decoder) throws { id = try decoder.container(keyedBy: AnyKey.self).decode(String.self, forKey: AnyKey("id")) }
+extension HandWritten {
+    init(from decoder: any Decoder) throws { self.init(id: try decoder.container(keyedBy: AnyKey.self).decode(String.self, forKey: AnyKey("id"))) }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: AnyKey.self)
         try container.encode(id, forKey: AnyKey("id"))
+        try encodeRest(into: &container)
+    }
+}
+
+/// Encodes through every kind of nested container, by hand.
+private struct HandEncoded: HandWritten {
+    var id: String
+
+    func encodeRest(into container: inout KeyedEncodingContainer<AnyKey>) throws {
         try container.encode("first", forKey: AnyKey("valueThenNested"))
         var replacing = container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("valueThenNested"))
         try replacing.encode(1, forKey: AnyKey("inner"))
@@ -308,6 +348,21 @@ private struct HandEncoded: Storable {
         try again.encode(1, forKey: AnyKey("a"))
         var fromSuper = container.superEncoder().container(keyedBy: AnyKey.self)
         try fromSuper.encode("s", forKey: AnyKey("fromSuper"))
+    }
+}
+
+/// More names than ``PropertyList`` searches one by one, some written again, one replaced by a
+/// nested container past that count, and two names equal only as Unicode.
+private struct ManyNames: HandWritten {
+    var id: String
+
+    func encodeRest(into container: inout KeyedEncodingContainer<AnyKey>) throws {
+        try container.encode("precomposed", forKey: AnyKey("caf\u{E9}"))
+        for number in 0..<40 { try container.encode(number, forKey: AnyKey("name-\(number)")) }
+        for number in 0..<10 { try container.encode(-number, forKey: AnyKey("name-\(number)")) }
+        var nested = container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("name-20"))
+        try nested.encode(true, forKey: AnyKey("inner"))
+        try container.encode("decomposed", forKey: AnyKey("cafe\u{301}"))
     }
 }
 

@@ -11,6 +11,14 @@ enum PhaseProbe {
         encoded.reserveCapacity(records)
         for item in items { encoded += try RecordEncoder.records(of: item) }
         print(String(format: "phase   encode %d values to records: %.3f s", records, (ContinuousClock.now - start).seconds))
+        start = ContinuousClock.now
+        var saved = ChangeSet()
+        for item in items { try saved.save(item) }
+        print(String(format: "phase   save %d values into a change set: %.3f s", records, (ContinuousClock.now - start).seconds))
+        start = ContinuousClock.now
+        var savedRecords = ChangeSet()
+        for record in encoded { try savedRecords.save(record) }
+        print(String(format: "phase   save %d records into a change set: %.3f s", records, (ContinuousClock.now - start).seconds))
 
         let capacity = Int(ProcessInfo.processInfo.environment["ARBOR_NODE_CACHE"] ?? "") ?? Store.Configuration().nodeCacheCapacity
         let megabytes = Int(ProcessInfo.processInfo.environment["ARBOR_CACHE_MB"] ?? "") ?? Store.Configuration().cacheMemoryLimit >> 20

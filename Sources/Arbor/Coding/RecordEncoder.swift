@@ -9,7 +9,15 @@ public enum RecordEncoder {
     public static func records<Value: Storable>(of value: Value) throws -> [Record] {
         let context = EncodingContext()
         _ = try context.record(for: value, typeName: Value.typeName)
-        return context.records
+        return context.records.map { Record(key: $0.key, properties: $0.properties.dictionary) }
+    }
+
+    /// The records of `value`'s tree as ``records(of:)`` gives them, each as a commit keeps it
+    /// (its canonical bytes), without building its properties' dictionary.
+    static func encodedRecords<Value: Storable>(of value: Value) throws -> [ChangeSet.EncodedRecord] {
+        let context = EncodingContext()
+        _ = try context.record(for: value, typeName: Value.typeName)
+        return context.records.map { ChangeSet.EncodedRecord(key: $0.key, sortedProperties: $0.properties.sortedByName()) }
     }
 
     /// The id string of a storable value: its `id`, encoded, as text.
@@ -34,7 +42,8 @@ public enum RecordEncoder {
 
 /// Collects the records of a tree while it is encoded.
 final class EncodingContext {
-    var records = [Record]()
+    /// The records of the tree, the root first, each with its properties as written.
+    var records = [(key: RecordKey, properties: PropertyList)]()
     private var seen = Set<RecordKey>()
 
     func record<Value: Storable>(for value: Value, typeName: String) throws -> RecordKey {
@@ -48,28 +57,38 @@ final class EncodingContext {
             }
         }
         let index = records.count
-        records.append(Record(key: key, properties: [:]))
-        guard case .map(let properties) = try encodeValue(value, codingPath: [], isRoot: true) else {
-            throw ArborError(.coding, "a \(typeName) must encode as a keyed container (a struct or class)")
-        }
-        records[index].properties = properties
+        records.append((key, PropertyList()))
+        records[index].properties = try encodeProperties(value, typeName: typeName)
         return key
     }
 
+    /// The properties of a record's value, as its keyed container wrote them.
+    private func encodeProperties<Value: Storable>(_ value: Value, typeName: String) throws -> PropertyList {
+        try checkDepth([])
+        let encoder = PropertyEncoder(context: self, codingPath: [])
+        try value.encode(to: encoder)
+        if let properties = encoder.storage.resolvedProperties() { return properties }
+        guard case .map(let properties) = encoder.storage.resolved() else {
+            throw ArborError(.coding, "a \(typeName) must encode as a keyed container (a struct or class)")
+        }
+        return PropertyList(properties)
+    }
+
     /// Encodes one value, recognising the kinds records store natively.
-    func encodeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey], isRoot: Bool = false) throws -> PropertyValue {
-        // The canonical decoder refuses values nested deeper than 64 levels; refuse them here,
-        // before anything is written, rather than commit what cannot be read back.
-        guard codingPath.count < 60 else {
-            throw ArborError(.coding, "a value is nested more than 60 levels deep at \(codingPath.map(\.stringValue).joined(separator: "."))")
-        }
-        // A root is a Storable struct: none of the special kinds below can match it.
-        if !isRoot {
-            if let special = try specialKind(value, codingPath: codingPath) { return special }
-        }
+    func encodeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws -> PropertyValue {
+        try checkDepth(codingPath)
+        if let special = try specialKind(value, codingPath: codingPath) { return special }
         let encoder = PropertyEncoder(context: self, codingPath: codingPath)
         try value.encode(to: encoder)
         return encoder.storage.resolved()
+    }
+
+    /// The canonical decoder refuses values nested deeper than 64 levels; refuse them here,
+    /// before anything is written, rather than commit what cannot be read back.
+    private func checkDepth(_ codingPath: [any CodingKey]) throws {
+        guard codingPath.count < 60 else {
+            throw ArborError(.coding, "a value is nested more than 60 levels deep at \(codingPath.map(\.stringValue).joined(separator: "."))")
+        }
     }
 
     /// The kinds records store natively, and nested `Storable` values as child records.
@@ -113,31 +132,34 @@ final class EncodingSlot {
     /// A keyed container's values, set directly; those of nested containers are in
     /// `nestedSlots` until resolved. A key is in one or the other: the last write wins. Most
     /// records nest nothing, and their map is the record's properties, never copied.
-    var map: [String: PropertyValue]?
+    var map: PropertyList?
     var nestedSlots: [String: EncodingSlot] = [:]
     var array: [Item]?
 
     func resolved() -> PropertyValue {
-        if let map {
-            guard !nestedSlots.isEmpty else { return .map(map) }
-            var merged = map
-            for (key, slot) in nestedSlots { merged[key] = slot.resolved() }
-            return .map(merged)
-        }
+        if let properties = resolvedProperties() { return .map(properties.dictionary) }
         if let array { return .array(array.map(\.resolved)) }
         return value ?? .map([:])
     }
 
+    /// A keyed container's values with its nested containers' resolved, or `nil` if it was
+    /// not used as a keyed container.
+    func resolvedProperties() -> PropertyList? {
+        guard var map else { return nil }
+        for (key, slot) in nestedSlots { map.set(slot.resolved(), forKey: key) }
+        return map
+    }
+
     func set(_ value: PropertyValue, forKey key: String) {
-        if map == nil { map = [:] }
-        map![key] = value
+        if map == nil { map = PropertyList() }
+        map!.set(value, forKey: key)
         if !nestedSlots.isEmpty { nestedSlots[key] = nil }
     }
 
     func nestedSlot(forKey key: String) -> EncodingSlot {
-        if map == nil { map = [:] }
+        if map == nil { map = PropertyList() }
         if let existing = nestedSlots[key] { return existing }
-        map![key] = nil
+        map!.remove(key)
         let slot = EncodingSlot()
         nestedSlots[key] = slot
         return slot
@@ -155,7 +177,7 @@ final class EncodingSlot {
         return slot
     }
 
-    func ensureMap() { if map == nil { map = [:] } }
+    func ensureMap() { if map == nil { map = PropertyList() } }
     func ensureArray() { if array == nil { array = [] } }
     var arrayCount: Int { array?.count ?? 0 }
 }

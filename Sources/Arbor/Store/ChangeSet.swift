@@ -24,9 +24,20 @@ public struct ChangeSet: Sendable {
 
         init(_ record: Record) {
             key = record.key
-            let encoded = RecordCoding.encode(record.properties)
-            bytes = encoded.capacity > encoded.count ? encoded.exactCopy() : encoded
+            bytes = Self.trimmed(RecordCoding.encode(record.properties))
             childKeys = record.childKeys
+        }
+
+        /// A record from its properties in UTF-8 name order, as the encoder gives them: the
+        /// same bytes and children as from the ``Record`` of the same properties.
+        init(key: RecordKey, sortedProperties: [(name: String, value: PropertyValue)]) {
+            self.key = key
+            bytes = Self.trimmed(RecordCoding.encode(sorted: sortedProperties))
+            childKeys = sortedProperties.contains(where: \.value.holdsChildren) ? sortedProperties.flatMap(\.value.childKeys) : []
+        }
+
+        private static func trimmed(_ encoded: [UInt8]) -> [UInt8] {
+            encoded.capacity > encoded.count ? encoded.exactCopy() : encoded
         }
     }
 
@@ -38,8 +49,8 @@ public struct ChangeSet: Sendable {
 
     /// Saves `value` and the values it contains.
     public mutating func save<Value: Storable>(_ value: Value) throws {
-        let records = try RecordEncoder.records(of: value)
-        changes.append(.save(EncodedRecord(records[0]), nested: records.dropFirst().map(EncodedRecord.init)))
+        let records = try RecordEncoder.encodedRecords(of: value)
+        changes.append(.save(records[0], nested: records.count > 1 ? Array(records.dropFirst()) : []))
     }
 
     /// Saves a record as it is. Child properties must name records saved in this change set or
