@@ -25,7 +25,8 @@ public struct GarbageCollectCommand: StoreCommand {
     public init() {}
 
     public func validate() throws {
-        guard grace >= 0, grace.isFinite else { throw ValidationError("--grace must be a number of seconds, 0 or more") }
+        // Bounded so that the milliseconds fit an Int64 (a billion seconds is over 31 years).
+        guard grace >= 0, grace <= 1e9 else { throw ValidationError("--grace must be a number of seconds from 0 to 1000000000") }
     }
 
     public func run() async throws {

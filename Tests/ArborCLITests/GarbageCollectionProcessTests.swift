@@ -6,6 +6,14 @@ import Testing
 /// `arbor gc` while other processes commit to the same store: no acknowledged commit is lost and
 /// the store verifies intact, on every engine several processes can share.
 @Suite struct GarbageCollectionProcessTests {
+    /// A grace period whose milliseconds would not fit an Int64 is refused when parsed, not a crash.
+    @Test func aGracePeriodTooLongIsRefused() throws {
+        for grace in ["1e16", "inf", "nan", "-1"] {
+            #expect(throws: (any Error).self) { try ArborCommand.parseAsRoot(["gc", "memory:", "--grace", grace]) }
+        }
+        #expect(try ArborCommand.parseAsRoot(["gc", "memory:", "--grace", "1000000000"]) is GarbageCollectCommand)
+    }
+
     @Test(.timeLimit(.minutes(5)), arguments: ExchangeKillTests.Engine.enabled)
     func gcWhileTwoProcessesCommit(engine: ExchangeKillTests.Engine) async throws {
         let (url, cleanup) = try ExchangeKillTests.makeStore(engine)

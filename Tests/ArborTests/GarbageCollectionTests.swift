@@ -83,6 +83,125 @@ import Testing
         #expect(after.isIntact, "\(after.damage)")
         #expect(try await store.heads().count == 2)
     }
+
+    /// A version no ref reaches, made on `backend` by another store: `count` tasks, each with
+    /// a title of `titleSize` characters (over 1,024 makes each record a blob). Returns the
+    /// version and its objects by kind.
+    private func orphan(on backend: MemoryBackend, count: Int, titleSize: Int = 10) async throws -> (version: Version, branches: [Hash], leaves: [Hash], blobs: [Hash]) {
+        let scratch = Store(backend: backend)
+        var changes = ChangeSet()
+        for index in 0..<count { try changes.save(Task(id: "o\(index)", title: String(repeating: "t", count: titleSize) + "\(index)", done: false)) }
+        let version = try await scratch.commit(changes)
+        #expect(try await backend.compareAndSwap(ref: RefName.heads, expected: try await backend.ref(RefName.heads), new: nil))
+        var branches = [Hash](), leaves = [Hash](), blobs = [Hash]()
+        var frontier = [version.root]
+        while !frontier.isEmpty {
+            let objects = try await backend.get(frontier)
+            frontier = []
+            for (hash, bytes) in objects {
+                let links = try ObjectLinks(bytes)
+                switch links.kind {
+                case .branch: branches.append(hash); frontier += links.children.map(\.hash)
+                case .leaf: leaves.append(hash); blobs += links.blobs
+                default: break
+                }
+            }
+        }
+        return (version, branches, leaves, blobs)
+    }
+
+    /// Moves the heads of `store` to a new version of `orphan`'s index, as a commit that found
+    /// its objects present (content addressing) would.
+    @discardableResult
+    private func revive(_ orphan: Version, on inner: MemoryBackend, through store: Store) async throws -> Hash {
+        var content = orphan.content
+        content.parents = []
+        content.message = "revived"
+        let bytes = content.encoded()
+        try await inner.put([(Hash.of(bytes), bytes)])
+        try await store.updateHeads(removing: [], adding: Hash.of(bytes))
+        return Hash.of(bytes)
+    }
+
+    /// Collects the garbage of a store on `inner` whose objects are listed `first`, then the
+    /// others, then `last`, while a commit that makes `orphan`'s index reachable again lands
+    /// after the `atDelete`th batch is removed. Checks the store verifies intact; returns the
+    /// report and the records the revived version holds.
+    private func collect(
+        _ inner: MemoryBackend, reviving orphan: Version, first: [Hash] = [], last: Set<Hash>, atDelete: Int
+    ) async throws -> (report: GarbageCollectionReport, revivedTasks: Int) {
+        let backend = SweepOrderBackend(inner, first: first, last: last, atDelete: atDelete)
+        let store = Store(backend: backend)
+        try await store.save(Task(id: "kept", title: "kept", done: true))
+        backend.onDelete = { try await self.revive(orphan, on: inner, through: store) }
+        let report = try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        let revived = try #require(try await store.heads().first { $0.message == "revived" }?.id)
+        #expect(try await store.heads().count == 2)
+        return (report, try await store.values(Task.self, at: revived).count)
+    }
+
+    /// A commit that lands during the sweep reaches objects of a batch not yet removed: they
+    /// are kept (a collection used to remove them, having filtered its candidates only once).
+    @Test func whatACommitReachesDuringTheSweepIsNotRemovedLater() async throws {
+        let inner = MemoryBackend()
+        let orphan = try await orphan(on: inner, count: 3)
+        try await inner.put((0..<2_500).map { BackendContractTests.object(20_000 + $0) })
+        // The orphan's index last, in the third batch; the commit lands after the first.
+        let (report, tasks) = try await collect(inner, reviving: orphan.version, last: Set([orphan.version.root] + orphan.leaves), atDelete: 1)
+        #expect(report.keptLate >= 1 && tasks == 3)
+    }
+
+    /// More than the 1,000 objects a verify report lists go missing at once, when a commit
+    /// lands after two batches: every one is written back.
+    @Test func everyRemovedObjectACommitReachesIsWrittenBack() async throws {
+        let inner = MemoryBackend()
+        let orphan = try await orphan(on: inner, count: 1_100, titleSize: 1_100)
+        #expect(orphan.blobs.count == 1_100)
+        try await inner.put((0..<900).map { BackendContractTests.object(30_000 + $0) })
+        // Strays, then the blobs (batches one and two), then the index and the version.
+        let last = Set([orphan.version.id] + orphan.branches + orphan.leaves)
+        let (report, tasks) = try await collect(inner, reviving: orphan.version, last: last, atDelete: 2)
+        #expect(report.rescued > 1_000 && tasks == 1_100)
+    }
+
+    /// A removed node is written back, and the nodes below it that are still there (in later
+    /// batches) are kept: the walk that found it missing could not read below it.
+    @Test func whatIsBelowAWrittenBackNodeIsKept() async throws {
+        let inner = MemoryBackend()
+        let orphan = try await orphan(on: inner, count: 400)
+        #expect(orphan.leaves.count > 1)
+        try await inner.put((0..<1_500).map { BackendContractTests.object(40_000 + $0) })
+        // The root in the first batch, its leaves in the last.
+        let (report, tasks) = try await collect(inner, reviving: orphan.version, first: [orphan.version.root], last: Set(orphan.leaves), atDelete: 1)
+        #expect(report.rescued >= 1 && tasks == 400)
+    }
+}
+
+/// Lists the objects for a collection in a chosen order (`first`, the others, then `last`)
+/// and runs `onDelete` once, after the `atDelete`th delete: a writer landing at that point.
+final class SweepOrderBackend: ForwardingBackend {
+    let inner: any Backend
+    let first: [Hash]
+    let last: Set<Hash>
+    let atDelete: Int
+    nonisolated(unsafe) var deletes = 0
+    nonisolated(unsafe) var onDelete: () async throws -> Void = {}
+    init(_ inner: any Backend, first: [Hash] = [], last: Set<Hash>, atDelete: Int) {
+        (self.inner, self.first, self.last, self.atDelete) = (inner, first, last, atDelete)
+    }
+    func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        let all = try await inner.allHashes()
+        let leading = Set(first)
+        let ordered = first.filter(all.contains) + all.filter { !leading.contains($0) && !last.contains($0) }.sorted() + all.filter(last.contains).sorted()
+        for batch in ordered.chunks(of: batchSize) { try await body(batch) }
+    }
+    func delete(_ hashes: [Hash]) async throws {
+        try await inner.delete(hashes)
+        deletes += 1
+        if deletes == atDelete { try await onDelete() }
+    }
 }
 
 /// Runs a closure after each delete, as a writer racing a collection would.

@@ -93,4 +93,35 @@ import Testing
         #expect(report.corruptCount == 1 && report.damage.first?.hash == child)
         #expect(report.damage.first?.detail.contains("last key") == true, "\(report.damage)")
     }
+
+    /// Sibling nodes whose keys overlap: each parses, keeps its keys in order, ends on the key
+    /// its parent files it under and holds the count it says, yet a key in both is found in one
+    /// by a lookup and twice by a listing. Verify names the second.
+    @Test func siblingsWhoseKeysOverlapAreNamed() async throws {
+        let inner = MemoryBackend()
+        let store = try await filled(inner)
+        let head = try #require(try await store.head())
+        var root = try IndexNode.decode(try #require(try await inner.get(head.root)))
+        try #require(root.level == 1 && root.entries.count > 1, "a tree of leaves under one branch")
+        guard case .node(let first, _) = root.entries[0].payload, case .node(let second, let count) = root.entries[1].payload else {
+            Issue.record("branch entries that are not nodes"); return
+        }
+        // The second leaf, with the first leaf's first record put in front of its own.
+        let firstLeaf = try IndexNode.decode(try #require(try await inner.get(first)))
+        var overlapping = try IndexNode.decode(try #require(try await inner.get(second)))
+        overlapping.entries.insert(firstLeaf.entries[0], at: 0)
+        let leafBytes = overlapping.encoded()
+        root.entries[1].payload = .node(Hash.of(leafBytes), count: count + 1)
+        let rootBytes = root.encoded()
+        var content = head.content
+        content.root = Hash.of(rootBytes)
+        content.parents = [head.id]
+        content.recordCount += 1
+        let commit = content.encoded()
+        try await inner.put([(Hash.of(leafBytes), leafBytes), (Hash.of(rootBytes), rootBytes), (Hash.of(commit), commit)])
+        try await store.updateHeads(removing: [head.id], adding: Hash.of(commit))
+        let report = try await store.verify()
+        #expect(report.corruptCount == 1 && report.damage.first?.hash == Hash.of(leafBytes), "\(report.damage)")
+        #expect(report.damage.first?.detail.contains("first key") == true, "\(report.damage)")
+    }
 }

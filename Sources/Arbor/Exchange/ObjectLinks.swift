@@ -21,6 +21,11 @@ struct ObjectLinks {
     /// which must be that child's last key.
     var lastKeyDigest: Int?
     var childKeyDigests: [Int] = []
+    /// With `keys`, where the node's first key lies in its bytes (`nil` for the empty leaf),
+    /// and, for a branch, each child's key: for checks that compare keys' order, not only
+    /// their equality, against the bytes the caller holds.
+    var firstKeyRange: Range<Int>?
+    var childKeyRanges: [Range<Int>] = []
 
     /// Whether the object is a node of an index (a leaf or a branch).
     var isIndexNode: Bool { kind == .leaf || kind == .branch }
@@ -43,20 +48,29 @@ struct ObjectLinks {
             var reader = header
             var children = [(hash: Hash, count: UInt64)](), blobs = [Hash]()
             if level > 0 { children.reserveCapacity(min(count, ByteReader.reservationLimit)) }
-            var childKeyDigests = [Int](), lastKey: Range<Int>?
-            if keys && level > 0 { childKeyDigests.reserveCapacity(min(count, ByteReader.reservationLimit)) }
+            var childKeyDigests = [Int](), childKeyRanges = [Range<Int>](), firstKey: Range<Int>?, lastKey: Range<Int>?
+            if keys && level > 0 {
+                childKeyDigests.reserveCapacity(min(count, ByteReader.reservationLimit))
+                childKeyRanges.reserveCapacity(min(count, ByteReader.reservationLimit))
+            }
             try reader.indexEntries(level: level, count: count) { key, payload in
                 switch payload {
                 case .inline: break
                 case .blob(let hash): blobs.append(hash)
                 case .node(let hash, let count):
                     children.append((hash, count))
-                    if keys { childKeyDigests.append(Self.keyDigest(bytes[key])) }
+                    if keys {
+                        childKeyDigests.append(Self.keyDigest(bytes[key]))
+                        childKeyRanges.append(key)
+                    }
                 }
+                if firstKey == nil { firstKey = key }
                 lastKey = key
             }
             if keys {
                 self.childKeyDigests = childKeyDigests
+                self.childKeyRanges = childKeyRanges
+                firstKeyRange = firstKey
                 lastKeyDigest = lastKey.map { Self.keyDigest(bytes[$0]) }
             }
             self.level = level

@@ -24,15 +24,20 @@ extension Store {
     ///    are then (reading only what is new): objects a commit in flight had written — before
     ///    it moved the heads — are reachable by now and kept.
     /// 3. Removes the rest in batches, keeping each batch's bytes until the sweep ends. After
-    ///    each batch, and once more a moment after the last, it marks again from the refs; an
-    ///    object a commit that landed meanwhile re-used (content addressing makes an old,
-    ///    unreachable object look present to a writer) is written back.
+    ///    each batch, and once more `gracePeriod` after the last, it marks again from the refs;
+    ///    an object a commit that landed meanwhile re-used (content addressing makes an old,
+    ///    unreachable object look present to a writer) is written back, and one it reached
+    ///    that is still there is kept.
     ///
-    /// Safe as long as no commit takes longer than `gracePeriod` from writing its objects to
-    /// moving its heads (commits take milliseconds). Only one collection should run at a time.
+    /// Safe as long as no writer takes longer than `gracePeriod` from finding an object present
+    /// (or writing it) to moving its heads: commits take milliseconds to seconds, but an
+    /// exchange moves the target's heads only when its whole copy is done, so a long exchange
+    /// into the store should not run while it is collected. Only one collection should run at a
+    /// time. Objects removed are kept in memory until the sweep ends, to be written back: a
+    /// collection interrupted during the sweep cannot write back what a writer re-used meanwhile.
     ///
     /// - Complexity: O(*N*) reads for the *N* reachable objects, O(*G*) deletes for *G*
-    ///   unreachable ones; O(*N* + *G*) hashes in memory.
+    ///   unreachable ones; O(*N* + *G*) hashes in memory, and the bytes of the removed objects.
     @discardableResult
     public func collectGarbage(gracePeriod: Duration = .seconds(60), progress: TransferProgressHandler? = nil) async throws -> GarbageCollectionReport {
         let started = ContinuousClock.now
@@ -57,7 +62,12 @@ extension Store {
             report.keptLate = late - candidates.count
 
             var removed = [Hash: [UInt8]]()
-            for batch in candidates.chunks(of: Transfer.requestSize) {
+            walk.recordsMissing = true
+            for chunk in candidates.chunks(of: Transfer.requestSize) {
+                // What a commit that landed during the sweep reaches is no longer garbage.
+                let batch = chunk.filter { !walk.reached.contains($0) }
+                report.keptLate += chunk.count - batch.count
+                guard !batch.isEmpty else { continue }
                 let objects = try await backend.get(batch)
                 try await backend.delete(batch)
                 forgetCached(batch)
@@ -68,8 +78,9 @@ extension Store {
                 report.removedObjects += objects.count
                 report.rescued += try await rescue(&walk, from: &removed)
             }
-            // A commit that wrote its objects before the last batch may move its heads just after.
-            try await Task.sleep(for: min(gracePeriod, .seconds(2)))
+            // A writer that found an object present just before its batch was deleted may move
+            // its heads up to a grace period later.
+            try await Task.sleep(for: gracePeriod)
             report.rescued += try await rescue(&walk, from: &removed)
             report.removedObjects -= report.rescued
             // Again: a read that fetched an object just before its batch was deleted may have
@@ -92,20 +103,29 @@ extension Store {
     }
 
     /// Marks again from the refs; writes back every removed object the refs now reach, with the
-    /// removed objects below it. Returns how many were written back.
+    /// removed objects below it, and marks what is still there below them reached, so that no
+    /// later batch removes it. Returns how many were written back.
     private func rescue(_ walk: inout IntegrityWalk, from removed: inout [Hash: [UInt8]]) async throws -> Int {
-        let before = walk.report.damage.count
         try await walk.run(countingUnreachable: false)
-        var wanted = walk.report.damage[before...].filter { $0.kind == .missing }.map(\.hash).filter { removed[$0] != nil }
+        // Every object found missing, not only those a report lists.
+        var restore = walk.takeMissing().filter { removed[$0] != nil }
         var rescued = [Hash]()
-        while !wanted.isEmpty {
-            let objects = wanted.compactMap { hash in removed.removeValue(forKey: hash).map { (hash, $0) } }
+        while !restore.isEmpty {
+            let objects = restore.compactMap { hash in removed.removeValue(forKey: hash).map { (hash, $0) } }
             try await backend.put(objects)
             rescued += objects.map(\.0)
-            // What they name was reached through them only if they were there: check it now.
-            let named = objects.flatMap { (try? ObjectLinks($0.1).all) ?? [] }.filter { removed[$0] != nil }
-            let present = try await backend.contains(named)
-            wanted = named.filter { !present.contains($0) }
+            // The walk could not read below them. What they name is written back if it was
+            // removed, else marked reached and followed.
+            var named = objects.flatMap { (try? ObjectLinks($0.1).all) ?? [] }
+            restore = []
+            while !named.isEmpty {
+                let fresh = named.filter { walk.markReached($0) }
+                restore += fresh.filter { removed[$0] != nil }
+                named = []
+                for chunk in fresh.filter({ removed[$0] == nil }).chunks(of: Transfer.requestSize) {
+                    for bytes in try await backend.get(chunk).values { named += (try? ObjectLinks(bytes).all) ?? [] }
+                }
+            }
         }
         walk.clearMissing(rescued)
         return rescued.count

@@ -74,6 +74,20 @@ struct IntegrityWalk {
 
     var seconds: Double { started.secondsUntilNow }
 
+    /// Whether objects found missing are recorded in full (``takeMissing()``), beyond the
+    /// ``Store/verifyDamageLimit`` a report lists: a collection writes back all it needs.
+    var recordsMissing = false
+    private var missing = [Hash]()
+
+    /// The objects found missing since the last call (with ``recordsMissing``).
+    mutating func takeMissing() -> [Hash] {
+        defer { missing = [] }
+        return missing
+    }
+
+    /// Marks `hash` reached without reading it; `false` if it was already.
+    mutating func markReached(_ hash: Hash) -> Bool { reached.insert(hash).inserted }
+
     /// Takes back the damage recorded for `hashes` found missing, once they are written back.
     mutating func clearMissing(_ hashes: [Hash]) {
         let gone = Set(hashes)
@@ -84,6 +98,7 @@ struct IntegrityWalk {
 
     mutating func damaged(_ kind: VerifyReport.Damage.Kind, _ hash: Hash, _ detail: String) {
         if kind == .missing { report.missingCount += 1 } else { report.corruptCount += 1 }
+        if kind == .missing && recordsMissing { missing.append(hash) }
         if report.damage.count < Store.verifyDamageLimit { report.damage.append(.init(kind: kind, hash: hash, detail: detail)) }
     }
 
@@ -192,11 +207,11 @@ struct IntegrityWalk {
         }
         func namedBy(_ root: Hash) -> String { "version \(versionOf[root].map(\.description) ?? "?")" }
         let objects = try await fetch(fresh, namedBy: namedBy)
-        var group = [(hash: Hash, node: ObjectLinks)]()
+        var group = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: [UInt8]?)]()
         for root in fresh {
             guard let bytes = objects[root], let node = node(root, bytes, named: namedBy(root)) else { continue }
             rootCounts[root] = node.recordCount
-            group.append((root, node))
+            group.append((root, node, bytes, nil))
         }
         // A root another version shares is checked once, but each version's count against it.
         for entry in versions {
@@ -225,15 +240,18 @@ struct IntegrityWalk {
         }
     }
 
-    /// Checks sibling nodes of one level and, level by level, what they name.
-    mutating func checkGroup(_ group: [(hash: Hash, node: ObjectLinks)]) async throws {
-        var children = [(parent: Hash, child: Hash, count: UInt64, level: Int, key: Int?)]()
+    /// Checks sibling nodes of one level and, level by level, what they name. Each node comes
+    /// with its bytes and the key its first key must be past (`nil` for a root): the key its
+    /// parent files its previous sibling under, or the parent's own such key for a first child.
+    mutating func checkGroup(_ group: [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: [UInt8]?)]) async throws {
+        var children = [(parent: Hash, child: Hash, count: UInt64, level: Int, key: Int?, lowerKey: [UInt8]?)]()
         var blobs = [(parent: Hash, blob: Hash)]()
-        for (hash, node) in group {
+        for (hash, node, bytes, lowerKey) in group {
             for (index, child) in node.children.enumerated() {
                 // Keys are there when the node was read with them (``node(_:_:named:)``).
                 let key = index < node.childKeyDigests.count ? node.childKeyDigests[index] : nil
-                children.append((hash, child.hash, child.count, node.level - 1, key))
+                let lower = index == 0 ? lowerKey : index <= node.childKeyRanges.count ? Array(bytes[node.childKeyRanges[index - 1]]) : nil
+                children.append((hash, child.hash, child.count, node.level - 1, key, lower))
             }
             for blob in node.blobs { blobs.append((hash, blob)) }
         }
@@ -246,7 +264,7 @@ struct IntegrityWalk {
         let unseen = children.filter { !reached.contains($0.child) }
         for chunk in unseen.chunks(of: Transfer.groupSize) {
             let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
-            var next = [(hash: Hash, node: ObjectLinks)]()
+            var next = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: [UInt8]?)]()
             for entry in chunk {
                 guard let bytes = fetched[entry.child], let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
                 guard node.level == entry.level, node.recordCount == entry.count else {
@@ -259,7 +277,15 @@ struct IntegrityWalk {
                     damaged(.corrupt, entry.child, "below node \(entry.parent): its last key is not the key node \(entry.parent) files it under")
                     continue
                 }
-                next.append((entry.child, node))
+                // And its keys come after its previous sibling's: else siblings overlap, and a
+                // key in both is found in one by a lookup and twice by a listing.
+                if let lower = entry.lowerKey, let first = node.firstKeyRange,
+                    compareKeys(Array(bytes[first]), lower) <= 0
+                {
+                    damaged(.corrupt, entry.child, "below node \(entry.parent): its first key is not past the key its previous sibling is filed under")
+                    continue
+                }
+                next.append((entry.child, node, bytes, entry.lowerKey))
             }
             if !next.isEmpty { try await checkGroup(next) }
         }
