@@ -28,8 +28,9 @@ public final class LMDBBackend: Backend, InPlaceReading {
         /// The environment's folder.
         public var path: String
         /// `true` (default): every commit is flushed to disk before it returns. `false`
-        /// (`MDB_NOSYNC`): still safe against a crash of the process; a power loss may lose the
-        /// last commits.
+        /// (`MDB_NOSYNC`): still safe against a crash of the process; after a power loss or a
+        /// crash of the system, the last commits may be lost, and unless the file system keeps
+        /// the order of writes (LMDB's documentation says so), the store may be damaged.
         public var synchronous: Bool
         /// The size of the memory map when the environment is opened, in bytes. It grows as needed.
         public var initialMapSize: Int
@@ -100,6 +101,11 @@ public final class LMDBBackend: Backend, InPlaceReading {
             throw ArborError(.notFound, "\(path) disappeared while the store was being created", backend: "lmdb", operation: "create")
         }
         return try openEnvironments.withLock { environments in
+            // A creator that raced this one here and won has its environment open: opening the
+            // lock file again would reset LMDB's reader table under it.
+            if let (environment, _) = environments[folder], environment.hasDataFile(inFolder: path) {
+                throw ArborError(.alreadyExists, "a store already exists at \(path) (open in this process); it was left untouched", backend: "lmdb", operation: "create")
+            }
             do {
                 let environment = try LMDBEnvironment.open(
                     path: path, create: true, mapSize: configuration.initialMapSize,
@@ -148,11 +154,11 @@ public final class LMDBBackend: Backend, InPlaceReading {
             throw ArborError(.corruptObject, "\(path)/data.mdb is empty (0 bytes): the file was cut short, or never written; it was left untouched", backend: "lmdb", operation: "open")
         }
         return try openEnvironments.withLock { environments in
-            // The same folder (also by another path) shares the open environment. An entry whose
-            // folder is gone and whose inode number was reused by this one is stale: not shared.
-            if let (environment, users) = environments[folder],
-                case .folder(folder) = LMDBEnvironment.kind(of: environment.path)
-            {
+            // The same folder (also by another path, or moved) shares the open environment: a
+            // second `mdb_env_open` of it in one process would reset its lock file. An entry
+            // whose folder is gone and whose inode number was reused by this one holds another
+            // data file: stale, not shared.
+            if let (environment, users) = environments[folder], environment.hasDataFile(inFolder: path) {
                 environments[folder] = (environment, users + 1)
                 return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
             }

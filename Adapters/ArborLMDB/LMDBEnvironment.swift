@@ -320,7 +320,13 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// length can run past the end of the file, where reading it raises SIGBUS. Knowing the
     /// map, read transactions check every value before it is read (``MappedFile``).
     private func locateMap() {
-        mapped = MappedFile.locate(path + "/data.mdb")
+        // By LMDB's own descriptor, not by path: the folder may have been moved since it opened.
+        var descriptor: mdb_filehandle_t = -1
+        guard let env, mdb_env_get_fd(env, &descriptor) == 0 else {
+            mapped = nil
+            return
+        }
+        mapped = MappedFile.locate(descriptor)
     }
 
     /// Bytes of the lock file given disk blocks before LMDB maps it: its default lock file (126
@@ -363,6 +369,21 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
+    /// Whether `folder/data.mdb` is the very file this environment has open (same device and
+    /// inode): so a folder reached by another path, or moved, is known to be this environment,
+    /// and a folder that took the inode number of a removed one is known not to be.
+    func hasDataFile(inFolder folder: String) -> Bool {
+        lock.withShared {
+            guard let env else { return false }
+            var descriptor: mdb_filehandle_t = -1
+            var open = stat(), named = stat()
+            guard mdb_env_get_fd(env, &descriptor) == 0, fstat(descriptor, &open) == 0,
+                stat(folder + "/data.mdb", &named) == 0
+            else { return false }
+            return open.st_dev == named.st_dev && open.st_ino == named.st_ino
+        }
+    }
+
     /// The current size of the memory map, in bytes.
     var mapSize: Int {
         lock.withShared {
@@ -379,6 +400,8 @@ final class LMDBEnvironment: @unchecked Sendable {
         case done(R)
         case mapFull(Int)
         case resized
+        /// The reader table was full and slots of dead processes were freed: try again.
+        case readersFreed
     }
 
     private func closedError(_ operation: String) -> ArborError {
@@ -402,12 +425,20 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// Runs `body` in a read transaction (one snapshot), aborted afterwards unless `body` commits it.
     func read<R>(_ operation: String, _ body: (LMDBTransaction) throws -> R) throws -> R {
         do {
+            var freedReaders = false
             while true {
                 let attempt: Attempt<R> = try lock.withShared {
                     guard let env else { throw closedError(operation) }
                     var txn: OpaquePointer?
                     let code = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
                     if code == MDB_MAP_RESIZED { return .resized }
+                    // Slots left by processes that died reading are freed only by a check, which
+                    // opening does; a long-lived process would otherwise fail every read.
+                    if code == MDB_READERS_FULL && !freedReaders {
+                        freedReaders = true
+                        var dead: Int32 = 0
+                        if mdb_reader_check(env, &dead) == 0 && dead > 0 { return .readersFreed }
+                    }
                     try check("mdb_txn_begin", code)
                     guard let txn else { throw LMDBFailure(call: "mdb_txn_begin", code: EINVAL) }
                     let transaction = LMDBTransaction(txn: txn, mapped: mapped)
@@ -417,6 +448,7 @@ final class LMDBEnvironment: @unchecked Sendable {
                 switch attempt {
                 case .done(let value): return value
                 case .resized, .mapFull: try adoptMapSize(operation)
+                case .readersFreed: continue
                 }
             }
         } catch {
@@ -478,6 +510,7 @@ final class LMDBEnvironment: @unchecked Sendable {
                     switch attempt {
                     case .done(let value): return value
                     case .resized: try adoptMapSize(operation)
+                    case .readersFreed: continue
                     case .mapFull(let size):
                         guard attempts < 64 else { throw LMDBFailure(call: "mdb_put", code: MDB_MAP_FULL) }
                         try growMap(from: size, operation)
@@ -672,12 +705,14 @@ final class LMDBTransaction {
 /// on the usual path. `@unchecked Sendable`: `start` and `path` are constants, `length` atomic.
 final class MappedFile: @unchecked Sendable {
     let start: UInt
-    let path: String
+    /// LMDB's descriptor of the data file: open as long as the environment, which outlives
+    /// every transaction that checks a value here.
+    let descriptor: Int32
     private let length: Atomic<Int>
 
-    private init(start: UInt, path: String, length: Int) {
+    private init(start: UInt, descriptor: Int32, length: Int) {
         self.start = start
-        self.path = path
+        self.descriptor = descriptor
         self.length = Atomic(length)
     }
 
@@ -686,7 +721,8 @@ final class MappedFile: @unchecked Sendable {
     func outside(_ address: UInt, count: Int) -> (offset: Int, length: Int)? {
         let known = length.load(ordering: .relaxed)
         if Self.contains(address, count, start, known) { return nil }
-        let current = LMDBEnvironment.fileLength(path) ?? known
+        var info = stat()
+        let current = fstat(descriptor, &info) == 0 ? Int(info.st_size) : known
         if current > known { length.store(current, ordering: .relaxed) }
         if Self.contains(address, count, start, current) { return nil }
         return (Int(bitPattern: address &- start), current)
@@ -696,9 +732,9 @@ final class MappedFile: @unchecked Sendable {
         address >= start && count <= length && address - start <= UInt(length - count)
     }
 
-    static func locate(_ path: String) -> MappedFile? {
+    static func locate(_ descriptor: Int32) -> MappedFile? {
         var file = stat()
-        guard stat(path, &file) == 0, let maps = fopen("/proc/self/maps", "r") else { return nil }
+        guard fstat(descriptor, &file) == 0, let maps = fopen("/proc/self/maps", "r") else { return nil }
         defer { fclose(maps) }
         // The kernel prints the device as major:minor in hex (glibc's encoding of st_dev).
         let device = UInt64(file.st_dev)
@@ -715,7 +751,7 @@ final class MappedFile: @unchecked Sendable {
             guard deviceFields == [major, minor],
                 let start = fields[0].split(separator: "-").first.flatMap({ UInt($0, radix: 16) })
             else { continue }
-            return MappedFile(start: start, path: path, length: Int(file.st_size))
+            return MappedFile(start: start, descriptor: descriptor, length: Int(file.st_size))
         }
         return nil
     }

@@ -1,5 +1,6 @@
 import Arbor
 import ArborCLI
+import CLMDB
 import Foundation
 
 /// A child process for the multi-process and crash tests:
@@ -10,10 +11,17 @@ import Foundation
 /// prints each version's full hash on its own line as soon as the commit has returned (so a test
 /// that kills the worker knows which commits were acknowledged). Exits 1 with `error: …` on
 /// standard error if anything fails.
+///
+///     arbor-worker hold-lmdb-readers FOLDER
+///
+/// opens the LMDB environment in FOLDER with raw LMDB calls, begins read transactions until its
+/// reader table is full, prints how many it holds, and dies by SIGKILL holding them: a reader
+/// process killed mid-read, whose slots only a reader check frees.
 @main
 struct ArborWorker {
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.count == 2, arguments[0] == "hold-lmdb-readers" { holdReaders(arguments[1]) }
         guard arguments.count == 4, arguments[0] == "commit", let count = Int(arguments[2]), count >= 0 else {
             FileHandle.standardError.write(Data("usage: arbor-worker commit URL COUNT REPLICA\n".utf8))
             exit(2)
@@ -33,5 +41,27 @@ struct ArborWorker {
             FileHandle.standardError.write(Data("error: \(StoreLocation.redactingSecrets(of: url, in: String(describing: error)))\n".utf8))
             exit(1)
         }
+    }
+
+    private static func holdReaders(_ folder: String) -> Never {
+        var env: OpaquePointer?
+        guard mdb_env_create(&env) == 0, let env else { fail("mdb_env_create failed") }
+        mdb_env_set_maxdbs(env, 8)
+        let code = mdb_env_open(env, folder, UInt32(MDB_NOTLS), 0o600)
+        guard code == 0 else { fail("mdb_env_open: \(String(cString: mdb_strerror(code)))") }
+        var held = 0
+        while true {
+            var txn: OpaquePointer?
+            guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0 else { break }
+            held += 1
+        }
+        FileHandle.standardOutput.write(Data("\(held)\n".utf8))
+        kill(getpid(), SIGKILL)
+        fail("still alive after SIGKILL")
+    }
+
+    private static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+        exit(1)
     }
 }

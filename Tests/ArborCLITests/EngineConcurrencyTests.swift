@@ -24,6 +24,25 @@ import Testing
         try await body("\(engine.rawValue):" + folder.appendingPathComponent("store").path)
     }
 
+    /// Processes killed while reading an LMDB store leave their reader slots taken; once the
+    /// table is full, a process that opened the store before goes on reading (it frees the dead
+    /// processes' slots and tries again) instead of failing every read until it restarts.
+    @Test func readsGoOnWhenKilledReadersFilledLMDBsReaderTable() async throws {
+        try await EngineConcurrencyTests.withStore(.lmdb) { url in
+            let store = Store(backend: try openBackend(try StoreLocation(parsing: url), create: true), configuration: .init(nodeCacheCapacity: 0))
+            var changes = ChangeSet()
+            try changes.save(Record(type: "T", id: "a", properties: ["n": .int(1)]))
+            try await store.commit(changes)
+            let (child, output) = try ChildProcess.startCapturing("arbor-worker", ["hold-lmdb-readers", String(url.dropFirst("lmdb:".count))])
+            child.waitUntilExit()
+            #expect(child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGKILL)
+            let held = Int(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            #expect(held >= 100, "the worker held \(held) reader slots")
+            #expect(try await store.snapshot().record(RecordKey(type: "T", id: "a"))?.properties["n"] == .int(1))
+            try await store.close()
+        }
+    }
+
     @Test(arguments: Engine.allCases) func fourProcessesCommitAThousandVersions(engine: Engine) async throws {
         try await EngineConcurrencyTests.withStore(engine) { url in
             try await openBackend(try StoreLocation(parsing: url), create: true).close()

@@ -70,6 +70,40 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
     }
 
 
+    /// One environment per folder in a process, also when the folder is reached after a move
+    /// or by two creators at once: LMDB forbids opening an environment twice in one process (a
+    /// second open resets the lock file the first one relies on).
+    @Test func aMovedFolderOrARacingCreatorSharesTheOpenEnvironment() async throws {
+        try await withPath { path in
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            let outcomes = await withTaskGroup(of: Result<LMDBBackend, ArborError>.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        do { return .success(try LMDBBackend.create(.init(path: path))) } catch { return .failure(error as! ArborError) }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let created = outcomes.compactMap { try? $0.get() }
+            #expect(created.count == 1)
+            for case .failure(let error) in outcomes { #expect(error.code == .alreadyExists, "\(error)") }
+            let first = try #require(created.first)
+            #expect(try await first.compareAndSwap(ref: "heads", expected: nil, new: Hash.of([2])))
+
+            let moved = path + "-moved"
+            defer { removeItem(moved) }
+            try FileManager.default.moveItem(atPath: path, toPath: moved)
+            let second = try LMDBBackend.open(.init(path: moved))
+            #expect(try await second.ref("heads") == Hash.of([2]))
+            try await first.close()
+            #expect(try await second.compareAndSwap(ref: "heads", expected: Hash.of([2]), new: Hash.of([3])))
+            try await second.close()
+            let reopened = try LMDBBackend.open(.init(path: moved))
+            #expect(try await reopened.ref("heads") == Hash.of([3]))
+            try await reopened.close()
+        }
+    }
+
     @Test func missingAndUnwritableFolders() throws {
         let missing = "/nonexistent-\(UUID())/store"
         #expect { try LMDBBackend.create(.init(path: missing)) } throws: { error in
