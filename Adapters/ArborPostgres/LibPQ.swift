@@ -159,8 +159,8 @@ struct ConnectionTarget: Sendable {
         secrets = ConnectionTarget.secrets(in: url)
     }
 
-    /// The URL with the password replaced by `***`.
-    var redacted: String { scrub(url) }
+    /// The URL with the password replaced by `***`; for what is not a URL, only that it is not.
+    var redacted: String { isURI ? scrub(url) : "(not a postgres:// URL)" }
 
     /// `text` with every secret replaced by `***` (matched byte for byte, see ``URLSecrets``).
     func scrub(_ text: String) -> String {
@@ -170,6 +170,15 @@ struct ConnectionTarget: Sendable {
     /// The password of the user info and of any `password=` query parameter.
     static func secrets(in url: String) -> [String] { URLSecrets.secrets(in: url) }
 
+    /// Whether libpq reads `url` as a URI (its `postgresql://` or `postgres://` prefix, which
+    /// libpq matches case-sensitively), the only form whose secrets ``secrets(in:)`` finds. libpq
+    /// reads anything else as `key=value` settings, which would carry a password into messages.
+    var isURI: Bool { url.utf8.starts(with: "postgresql://".utf8) || url.utf8.starts(with: "postgres://".utf8) }
+}
+
+extension ConnectionTarget: CustomReflectable {
+    /// Without the URL's secrets: `dump` and debuggers show the redacted URL.
+    var customMirror: Mirror { Mirror(self, children: ["url": redacted, "connectTimeout": connectTimeout]) }
 }
 
 /// One result (`PGresult*`), cleared when released.
@@ -232,9 +241,29 @@ final class PGResult {
         }
     }
 
-    /// Each row's object (a `hash`, `bytes` pair of columns), in row order.
-    func objects() -> [(hash: Hash, bytes: [UInt8])] {
-        (0..<rowCount).compactMap { row in hash(row, 0).flatMap { hash in bytes(row, 1).map { (hash, $0) } } }
+    /// Each row's object (a `hash`, `bytes` pair of columns), in row order. A row whose key is
+    /// not a 32-byte hash, or whose bytes are NULL, is damage to report, not a row to skip: an
+    /// enumeration that skipped it would also end early (a page shorter than asked for is the last).
+    func objects() throws -> [(hash: Hash, bytes: [UInt8])] {
+        try (0..<rowCount).map { row in
+            let hash = try checkedHash(row, 0)
+            guard let bytes = bytes(row, 1) else {
+                throw ArborError(.corruptObject, "object \(hash) has no bytes (NULL)", backend: "postgres", operation: "enumerate")
+            }
+            return (hash, bytes)
+        }
+    }
+
+    /// Each row's hash (column 0), in row order; ``objects()`` says why a bad one throws.
+    func hashes() throws -> [Hash] {
+        try (0..<rowCount).map { try checkedHash($0, 0) }
+    }
+
+    private func checkedHash(_ row: Int, _ column: Int) throws -> Hash {
+        guard let hash = hash(row, column) else {
+            throw ArborError(.corruptObject, "an object's key is not a 32-byte hash", backend: "postgres", operation: "enumerate")
+        }
+        return hash
     }
 
     /// Adds each row's object (a `hash`, `bytes` pair of columns) to `objects`.
@@ -255,6 +284,12 @@ final class PGConnection {
 
     /// Connects (blocking). Throws `.connection`, `.permissionDenied` or `.notFound`.
     init(_ target: ConnectionTarget, operation: String) throws {
+        guard target.isURI else {
+            // Not repeated in the message: where its password is cannot be known.
+            throw ArborError(
+                .invalidInput, "a PostgreSQL store is named by a URL that starts with postgres:// or postgresql:// (libpq's key=value settings are not accepted)",
+                backend: Self.engine, operation: operation)
+        }
         self.target = target
         let keywords = ["connect_timeout", "fallback_application_name", "dbname"]
         let values = [String(target.connectTimeout), "arbor", target.url]

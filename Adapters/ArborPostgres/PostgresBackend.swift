@@ -52,6 +52,9 @@ public final class PostgresBackend: Backend {
     static let formatVersion = "1"
     static let engine = "postgres"
 
+    /// The largest object stored: PostgreSQL's 1 GB limit on one value, less room for the
+    /// `bytea[]` parameter's header (an object this large goes in a statement of its own).
+    static let largestObject = (1 << 30) - (1 << 20)
     /// Objects per statement: keeps each `bytea[]` parameter well below PostgreSQL's 1 GB limit.
     static let objectsPerStatement = 10_000
     /// Bytes per statement (an object larger than this goes alone). The parameter and libpq's
@@ -173,6 +176,13 @@ public final class PostgresBackend: Backend {
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
         try checkOpen("put")
         if objects.isEmpty { return }
+        // Refused before anything is written: the server would refuse it mid-batch, and a length
+        // past Int32 would not even make the statement's parameter.
+        if let large = objects.first(where: { $0.bytes.count > Self.largestObject }) {
+            throw ArborError(
+                .invalidInput, "object \(large.hash) is \(large.bytes.count) bytes, more than one PostgreSQL value holds (about 1 GB); nothing was written",
+                backend: engineName, operation: "put")
+        }
         // Sorted and without duplicates: every writer takes the row locks of a batch in the same
         // order, so concurrent writers of overlapping batches wait for each other, never deadlock.
         var sorted = objects.sorted { $0.hash < $1.hash }
@@ -212,9 +222,7 @@ public final class PostgresBackend: Backend {
     }
 
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
-        try await scanObjects(Statements.page, batchSize: batchSize, hashOf: { $0 }, body) { rows in
-            (0..<rows.rowCount).compactMap { rows.hash($0, 0) }
-        }
+        try await scanObjects(Statements.page, batchSize: batchSize, hashOf: { $0 }, body) { rows in try rows.hashes() }
     }
 
     /// Every object with its bytes, in batches of at most `batchSize`, in the order the objects
@@ -231,9 +239,9 @@ public final class PostgresBackend: Backend {
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
         guard scansPageRanges else {
-            return try await scanObjects(Statements.pageObjects, batchSize: batchSize, hashOf: \.hash, body) { rows in rows.objects() }
+            return try await scanObjects(Statements.pageObjects, batchSize: batchSize, hashOf: \.hash, body) { rows in try rows.objects() }
         }
-        try await scanPageRanges(Statements.pageRange, batchSize: batchSize, body) { rows in rows.objects() }
+        try await scanPageRanges(Statements.pageRange, batchSize: batchSize, body) { rows in try rows.objects() }
     }
 
     /// Every object's hash and size, each checked by the server (`sha256(bytes) = hash`), a
@@ -307,7 +315,7 @@ public final class PostgresBackend: Backend {
     /// page by page; `rows` reads a page's results.
     private func scanObjects<Row: Sendable>(
         _ statement: PreparedStatement, batchSize: Int, hashOf: (Row) -> Hash, _ body: ([Row]) async throws -> Void,
-        rows: @escaping @Sendable (PGResult) -> [Row]
+        rows: @escaping @Sendable (PGResult) throws -> [Row]
     ) async throws {
         try checkOpen("enumerate")
         let limit = max(batchSize, 1)
@@ -317,7 +325,7 @@ public final class PostgresBackend: Backend {
             // Keyset pagination: each page is its own short statement, so no transaction or
             // connection is held while `body` runs.
             let page = try await pool.withConnection("enumerate") { connection in
-                rows(try connection.execute(statement, [.bytes(cursor), .int64(Int64(limit))], operation: "enumerate"))
+                try rows(connection.execute(statement, [.bytes(cursor), .int64(Int64(limit))], operation: "enumerate"))
             }
             if !page.isEmpty { try await body(page) }
             guard page.count == limit, let last = page.last else { return }

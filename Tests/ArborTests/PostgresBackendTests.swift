@@ -38,6 +38,24 @@ import Testing
         #expect(!String(reflecting: configuration).contains(secret))
     }
 
+    /// libpq also reads `key=value` settings and takes a malformed URL for them; their password
+    /// could not be found to be hidden, so they are refused before libpq sees them, unrepeated.
+    @Test func settingsThatAreNotAURLAreRefusedWithoutTheirPassword() async throws {
+        let secret = "S3cret-keyword-pw"
+        for url in ["host=127.0.0.1 port=1 password=\(secret) dbname=arbor", "postgres:/arbor:\(secret)@127.0.0.1:1/arbor", "POSTGRES://arbor:\(secret)@127.0.0.1:1/arbor"] {
+            let configuration = PostgresBackend.Configuration(url: url, connectTimeout: 1)
+            await #expect {
+                _ = try await PostgresBackend.open(configuration)
+            } throws: { error in
+                (error as? ArborError)?.code == .invalidInput && !"\(error)".contains(secret)
+            }
+            await #expect { _ = try await PostgresBackend.create(configuration) } throws: { ($0 as? ArborError)?.code == .invalidInput }
+            var dumped = ""
+            dump(configuration, to: &dumped)
+            #expect(!"\(configuration)".contains(secret) && !String(reflecting: configuration).contains(secret) && !dumped.contains(secret))
+        }
+    }
+
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func wrongPasswordIsPermissionDenied() async throws {
         let url = try PostgresTestServer.requireURL()
         let real = try #require(PostgresTestServer.password)
@@ -330,6 +348,21 @@ import Testing
             }
             try await store.close()
             try await fresh.close()
+        }
+    }
+
+    /// A row whose key is not a 32-byte hash (the column cannot say so) is named as damage by
+    /// every enumeration, instead of skipped: a skipped row made a page short, and a short page
+    /// ended the enumeration, silently, before the hashes after it.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func aMalformedKeyFailsTheEnumerationInsteadOfEndingIt() async throws {
+        try await withDatabase { url in
+            let backend = try await PostgresBackend.create(.init(url: url))
+            try await backend.put((0..<50).map { BackendContractTests.object($0) })
+            let session = try PostgresSession(url: url)
+            _ = try session.execute("INSERT INTO arbor_objects (hash, bytes) VALUES ($1, $2)", [.bytes([0x00, 0x01, 0x02]), .bytes([0xA1, 0x05])])
+            await #expect { try await backend.enumerateHashes(batchSize: 10) { _ in } } throws: { ($0 as? ArborError)?.code == .corruptObject }
+            await #expect { try await backend.enumerateObjects(batchSize: 10) { _ in } } throws: { ($0 as? ArborError)?.code == .corruptObject }
+            try await backend.close()
         }
     }
 
