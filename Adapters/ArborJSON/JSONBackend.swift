@@ -196,8 +196,13 @@ public final class JSONBackend: Backend {
         var touchedShards = Set<String>()
         for (hash, bytes) in objects {
             let path = objectPath(hash)
-            if FileSystem.exists(path) { continue }
             let shard = "\(root)/objects/\(hash.hex.prefix(2))"
+            if FileSystem.exists(path) {
+                // Another writer may have renamed it into place and not yet synced its folder:
+                // a caller that moves a ref next must find the object there after a power loss.
+                if configuration.synchronous { touchedShards.insert(shard) }
+                continue
+            }
             if !touchedShards.contains(shard) { try FileSystem.makeDirectory(shard) }
             let text = ObjectJSON.render(bytes).serializedBytes(pretty: true)
             try FileSystem.writeAtomically(text, to: path, via: temporaryPath(), sync: configuration.synchronous)

@@ -318,7 +318,8 @@ struct SQLiteStatement {
     private func bind(_ buffer: UnsafeRawBufferPointer, at index: Int32) throws {
         // A zero-length blob needs a non-null pointer, or SQLite binds NULL.
         let base = buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
-        try check("sqlite3_bind_blob", sqlite3_bind_blob(pointer, index, base, Int32(buffer.count), SQLITE_TRANSIENT))
+        // The 64-bit call: a length past Int32 is SQLite's to refuse (SQLITE_TOOBIG), not a trap.
+        try check("sqlite3_bind_blob64", sqlite3_bind_blob64(pointer, index, base, sqlite3_uint64(buffer.count), SQLITE_TRANSIENT))
     }
 
     /// Binds UTF-8 text (copied) to the 1-based parameter `index`.
