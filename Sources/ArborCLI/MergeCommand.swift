@@ -12,8 +12,8 @@ public struct MergeCommand: StoreCommand {
             Heads are merged in pairs in hash order, then the results in pairs, record by record and property by property, from their \
             common ancestor; the result is the same on every replica. Prints the merge commit, the records that \
             merged cleanly ("  = TYPE/ID") and the conflicts the strategy settled ("  ! TYPE/ID PROPERTY: \
-            base …, ours …, theirs …"). With --strategy manual and conflicts, nothing is committed and the \
-            conflicts are printed. With --json: {"result": "merged" | "fast-forward" | "conflicts" | "empty", \
+            base …, ours …, theirs …"). With --strategy manual and conflicts, nothing is committed, the \
+            conflicts are printed and the exit status is 1. With --json: {"result": "merged" | "fast-forward" | "conflicts" | "empty", \
             "version", "ancestor", "clean": [{"type", "id"}], "conflicts": [{"type", "id", "property", "base", \
             "ours", "theirs"}]}, absent members left out.
             """)
@@ -36,5 +36,7 @@ public struct MergeCommand: StoreCommand {
         } else {
             for line in Rendering.lines(outcome) { print(line, to: &output) }
         }
+        // Nothing committed: a script must not take the heads for merged.
+        if case .conflicts? = outcome { throw ExitCode.failure }
     }
 }

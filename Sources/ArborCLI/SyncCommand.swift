@@ -9,7 +9,7 @@ public struct SyncCommand: StorePairCommand {
         discussion: """
             Exchanges A -> B and B -> A, merges the heads in A with the strategy (most-recent by default) and \
             sends the merge to B, so both end on the same head hash. With --strategy manual and conflicts, \
-            nothing is merged: both stores keep the same heads and the conflicts are printed. With --json: \
+            nothing is merged: both stores keep the same heads, the conflicts are printed and the exit status is 1. With --json: \
             {"sent", "received", "merge", "settled", "heads"}.
             """)
 
@@ -34,5 +34,7 @@ public struct SyncCommand: StorePairCommand {
             let to = StoreLocation.redactingSecrets(of: stores.to, in: stores.to)
             for line in Rendering.lines(report, from: from, to: to) { print(line, to: &output) }
         }
+        // Exchanged but not merged: a script must not take the stores for in step.
+        if case .conflicts? = report.merge { throw ExitCode.failure }
     }
 }

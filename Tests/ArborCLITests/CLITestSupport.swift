@@ -1,5 +1,6 @@
 import Arbor
 import ArborCLI
+import ArgumentParser
 import Foundation
 import Testing
 
@@ -15,6 +16,15 @@ func arbor(_ arguments: String..., input: String? = nil) async throws -> String 
         let storeCommand = try #require(command as? any OutputCommand, "\(arguments) is not a command with output")
         try await storeCommand.execute(&output)
     }
+    return output
+}
+
+/// What `arguments` print before they end with exit status 1 without an error (as a merge
+/// stopped at conflicts does); records an issue if they end otherwise.
+func arborStopping(_ arguments: String...) async throws -> String {
+    let command = try #require(try ArborCommand.parseAsRoot(arguments) as? any OutputCommand, "\(arguments) is not a command with output")
+    var output = ""
+    await #expect(throws: ExitCode.failure) { try await command.execute(&output) }
     return output
 }
 

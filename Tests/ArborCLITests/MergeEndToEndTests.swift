@@ -29,7 +29,7 @@ import Testing
             #expect(document.first?["base"] == .string("base"))
             #expect(lines(try await arbor("heads", url)).count == 2)
 
-            let manual = lines(try await arbor("merge", url, "--strategy", "manual"))
+            let manual = lines(try await arborStopping("merge", url, "--strategy", "manual"))
             #expect(manual.first == "1 conflict; nothing committed")
             #expect(lines(try await arbor("heads", url)).count == 2)
         }

@@ -76,7 +76,7 @@ import Testing
             _ = try await arbor("clone", a, b)
             _ = try await arbor("put", a, "Task", "t", "{\"title\": \"left\"}")
             _ = try await arbor("put", b, "Task", "t", "{\"title\": \"right\"}")
-            let output = try json(try await arbor("sync", a, b, "--strategy", "manual", "--json"))
+            let output = try json(try await arborStopping("sync", a, b, "--strategy", "manual", "--json"))
             #expect(output["merge"]?["result"] == .string("conflicts"))
             #expect(output["heads"]?.elements.count == 2)
         }
