@@ -558,6 +558,37 @@ import Testing
         #expect(try await target.verify().isIntact)
     }
 
+    /// A version whose root the target already holds is not walked, but the root must still
+    /// be an index node: a hostile version naming its parent's commit as its root (and 0
+    /// records, which a commit "holds") is refused before any ref moves.
+    @Test(arguments: [false, true]) func aRootTheTargetHoldsMustBeAnIndexNode(migrating: Bool) async throws {
+        let inner = MemoryBackend()
+        let source = Store(backend: inner, configuration: .init(replica: "s"))
+        let head = try await source.save(Person(id: "p", name: "one"))
+        let target = Store(backend: MemoryBackend())
+        if migrating {
+            // An interrupted migration left the parent's commit there, and no ref.
+            try await target.backend.put([(head.id, try #require(try await inner.get(head.id)))])
+        } else {
+            try await source.exchange(to: target)
+        }
+        let refsBefore = try await target.backend.refs()
+        var content = head.content
+        content.root = head.id
+        content.recordCount = 0
+        content.parents = [head.id]
+        content.time = HybridTime.next(after: [head.time], now: Date())
+        let commit = content.encoded()
+        try await inner.put([(Hash.of(commit), commit)])
+        try await source.updateHeads(removing: [head.id], adding: Hash.of(commit))
+        await #expect {
+            if migrating { try await source.migrate(to: target) } else { try await source.exchange(to: target) }
+        } throws: { error in
+            (error as? ArborError)?.code == .corruptObject && "\(error)".contains("not an index root") && "\(error)".contains(head.id.hex)
+        }
+        #expect(try await target.backend.refs() == refsBefore)
+    }
+
     @Test func targetOfAnotherFormatIsRefusedUntouched() async throws {
         let source = Store(backend: MemoryBackend())
         try await fill(source)

@@ -284,7 +284,13 @@ final class Transfer {
     func checkRecordCounts(_ versions: [(id: Hash, root: Hash, records: UInt64)], counted: [Hash: UInt64]) async throws {
         var counts = counted
         for (hash, bytes) in try await fetch(Array(Set(versions.map(\.root).filter { counts[$0] == nil }))) {
-            counts[hash] = try links(of: hash, bytes, expecting: nil).recordCount
+            // A root the target holds is not walked: it must at least be an index node (a
+            // hostile version could name its parent's commit, or a blob, as its root).
+            let links = try links(of: hash, bytes, expecting: nil)
+            guard links.isIndexNode else {
+                throw ArborError(.corruptObject, "object \(hash) is a \(links.kind.name), not an index root", backend: source.engineName, operation: "exchange")
+            }
+            counts[hash] = links.recordCount
         }
         for version in versions where counts[version.root].map({ $0 != version.records }) ?? false {
             throw ArborError(
