@@ -233,6 +233,18 @@ extension ByteWriter {
 }
 
 extension PropertyValue {
+    /// Whether the value, at `depth`, and every value inside it lie within
+    /// ``ByteReader/maximumValueDepth``: what the canonical decoder reads back. Looks no deeper
+    /// than that.
+    func fitsValueDepth(at depth: Int = 0) -> Bool {
+        guard depth < ByteReader.maximumValueDepth else { return false }
+        switch self {
+        case .array(let values): return values.allSatisfy { $0.fitsValueDepth(at: depth + 1) }
+        case .map(let values): return values.values.allSatisfy { $0.fitsValueDepth(at: depth + 1) }
+        default: return true
+        }
+    }
+
     /// The value's canonical bytes (tag and payload), as records store it: what orders values
     /// deterministically wherever an order must be the same on every replica.
     static func canonicalBytes(of value: PropertyValue) -> [UInt8] {
@@ -243,12 +255,16 @@ extension PropertyValue {
 }
 
 extension ByteReader {
+    /// How deep values nest in a record: a property's value is at depth 0, an element of an
+    /// array or a value of a map one deeper than the array or map; depth 64 is refused.
+    static let maximumValueDepth = 64
+
     mutating func recordKey() throws -> RecordKey {
         RecordKey(type: try string(), id: try string())
     }
 
     mutating func value(depth: Int = 0) throws -> PropertyValue {
-        guard depth < 64 else { throw corrupt("values nested deeper than 64") }
+        guard depth < Self.maximumValueDepth else { throw corrupt("values nested deeper than 64") }
         guard let tag = ValueTag(rawValue: try byte()) else { throw corrupt("unknown value tag") }
         switch tag {
         case .null: return .null
@@ -273,7 +289,7 @@ extension ByteReader {
 
     /// Skips one value, collecting the keys of the children it names, without building it.
     mutating func collectChildren(into keys: inout [RecordKey], depth: Int = 0) throws {
-        guard depth < 64 else { throw corrupt("values nested deeper than 64") }
+        guard depth < Self.maximumValueDepth else { throw corrupt("values nested deeper than 64") }
         guard let tag = ValueTag(rawValue: try byte()) else { throw corrupt("unknown value tag") }
         switch tag {
         case .null, .false, .true: break

@@ -110,7 +110,7 @@ public enum ObjectJSON {
             guard let properties = json["properties"] else { throw fail("a blob needs properties") }
             return Blob.encode(record: RecordCoding.encode(try PropertyValue.properties(json: properties)))
         case "heads":
-            return HeadSet.encode(Set(try array(json["heads"]).map { try hash($0) }))
+            return try HeadSet.encode(Set(try array(json["heads"]).map { try hash($0) }))
         case "raw":
             guard let text = json["base64"]?.stringValue, let data = Data(base64Encoded: text) else { throw fail("raw objects need base64") }
             return Array(data)

@@ -341,10 +341,13 @@ public struct Version: Hashable, Sendable {
             return writer.bytes
         }
 
+        /// The most parents a version names (a merge of many heads merges them in pairs).
+        static let maximumParents = 64
+
         static func decode(_ bytes: [UInt8]) throws -> Content {
             var reader = try ByteReader.object(bytes, expecting: .commit)
             let root = try reader.hash()
-            let parentCount = try reader.count(limit: 64)
+            let parentCount = try reader.count(limit: maximumParents)
             var parents = [Hash]()
             for _ in 0..<parentCount { parents.append(try reader.hash()) }
             let milliseconds = try reader.varint()
@@ -375,7 +378,15 @@ public struct Version: Hashable, Sendable {
 
 /// The heads of a store: a sorted set of commit hashes, stored as an object the `heads` ref names.
 enum HeadSet {
-    static func encode(_ heads: Set<Hash>) -> [UInt8] {
+    /// The most heads a head set holds (the decoder refuses more).
+    static let maximumHeads = 1 << 20
+
+    /// Throws ``ArborError/Code/invalidInput`` past ``maximumHeads``: a head set the decoder
+    /// refused, once the heads ref named it, would make the store unreadable.
+    static func encode(_ heads: Set<Hash>) throws -> [UInt8] {
+        guard heads.count <= maximumHeads else {
+            throw ArborError(.invalidInput, "a store holds at most \(maximumHeads) heads, and this change would make \(heads.count): merge heads first (arbor merge)")
+        }
         var writer = ByteWriter.object(.headSet, capacity: 8 + heads.count * 32)
         writer.varint(heads.count)
         for head in heads.sorted() { writer.hash(head) }
@@ -384,7 +395,7 @@ enum HeadSet {
 
     static func decode(_ bytes: [UInt8]) throws -> [Hash] {
         var reader = try ByteReader.object(bytes, expecting: .headSet)
-        let count = try reader.count(limit: 1 << 20)
+        let count = try reader.count(limit: maximumHeads)
         var heads = [Hash]()
         for _ in 0..<count {
             let head = try reader.hash()

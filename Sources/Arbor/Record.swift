@@ -12,6 +12,16 @@ public struct Record: Hashable, Sendable {
         self.init(key: RecordKey(type: type, id: id), properties: properties)
     }
 
+    /// Throws ``ArborError/Code/invalidInput`` unless the record can be stored and read back:
+    /// a valid key, and values nested less than 64 deep (as values encoded from `Storable`
+    /// types are checked while they are encoded).
+    func validateForStorage() throws {
+        try key.validate()
+        for (name, value) in properties where !value.fitsValueDepth() {
+            throw ArborError(.invalidInput, "property \(String(reflecting: String(name.prefix(80)))) of \(key) nests values \(ByteReader.maximumValueDepth) or more levels deep, deeper than a record is read back")
+        }
+    }
+
     /// The records this one owns directly, in property order.
     public var childKeys: [RecordKey] {
         // Most records own nothing: find that out without sorting their property names.

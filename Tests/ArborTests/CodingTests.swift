@@ -264,7 +264,7 @@ import Testing
         let branch = IndexNode(level: 1, entries: [IndexEntry(key: RecordKey(type: "T", id: "z").indexBytes, payload: .node(Hash.of([2]), count: 77))])
         let commit = Version.Content(root: Hash.of([3]), parents: [Hash.of([4]), Hash.of([5])], time: HybridTime(milliseconds: 1_700_000_000_000, counter: 3),
                                      replica: "r", message: "hello\nworld", recordCount: 9)
-        let objects = [leaf.encoded(), branch.encoded(), commit.encoded(), Blob.encode(record: record), HeadSet.encode([Hash.of([6]), Hash.of([7])]), [1, 2, 3], []]
+        let objects = [leaf.encoded(), branch.encoded(), commit.encoded(), Blob.encode(record: record), try HeadSet.encode([Hash.of([6]), Hash.of([7])]), [1, 2, 3], []]
         for bytes in objects {
             let json = ObjectJSON.render(bytes)
             let reparsed = try JSONValue.parse(json.serialized(pretty: true))

@@ -108,7 +108,7 @@ import Testing
         deep.level = 64
         cases.append(("a root at level 64 over leaves", 2, deep.encoded()))
         cases.append(("an empty branch", 2, IndexNode(level: 3, entries: []).encoded()))
-        cases.append(("a head set naming a leaf", 0, HeadSet.encode([seed.path[3]])))
+        cases.append(("a head set naming a leaf", 0, try HeadSet.encode([seed.path[3]])))
 
         var tally = FuzzTally("stores of hostile objects (hand-made)", allowing: [.corruptObject, .missingObject, .coding])
         for (name, depth, bytes) in cases {

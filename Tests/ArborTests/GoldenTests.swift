@@ -18,14 +18,15 @@ import Testing
         #expect(GoldenTests.hex(RecordCoding.encode(GoldenTests.record)) == GoldenTests.expectedRecordHex)
     }
 
-    @Test func objectHashes() {
+    @Test func objectHashes() throws {
         let leaf = IndexNode(level: 0, entries: [IndexEntry(key: RecordKey(type: "Task", id: "t1").indexBytes, payload: .inline(RecordCoding.encode(GoldenTests.record)))])
         let commit = Version.Content(root: Hash.of(leaf.encoded()), parents: [], time: HybridTime(milliseconds: 1_763_700_000_000, counter: 0),
                                      replica: "golden", message: "first", recordCount: 1)
         #expect(Store.emptyRoot.hash.hex == GoldenTests.expectedEmptyRoot)
         #expect(Hash.of(leaf.encoded()).hex == GoldenTests.expectedLeaf)
         #expect(Hash.of(commit.encoded()).hex == GoldenTests.expectedCommit)
-        #expect(Hash.of(HeadSet.encode([Hash.of(commit.encoded())])).hex == GoldenTests.expectedHeads)
+        let heads = try HeadSet.encode([Hash.of(commit.encoded())])
+        #expect(Hash.of(heads).hex == GoldenTests.expectedHeads)
     }
 
     @Test func storeCommitIsReproducible() async throws {

@@ -172,6 +172,20 @@ import Testing
         #expect(error?.message.contains("\(leaves[0].hash)") == true, "\(String(describing: error))")
     }
 
+    /// A branch at level 2 that names a leaf: every descent refuses it, the scan behind listings too
+    /// (it listed the leaf's records, which a point read refused).
+    @Test func aScanRefusesABranchThatSkipsALevel() async throws {
+        func key(_ text: String) -> [UInt8] { RecordKey(type: "Item", id: text).indexBytes }
+        let leaf = IndexNode(level: 0, entries: [IndexEntry(key: key("a"), payload: IndexTests.payload(1))])
+        let root = IndexNode(level: 2, entries: [IndexEntry(key: key("a"), payload: .node(Hash.of(leaf.encoded()), count: 1))])
+        let backend = MemoryBackend()
+        try await backend.put([(Hash.of(leaf.encoded()), leaf.encoded()), (Hash.of(root.encoded()), root.encoded())])
+        let error = await #expect(throws: ArborError.self) {
+            try await ProllyTree.scan(prefix: [], root: Hash.of(root.encoded()), source: self.makeSource(backend)) { _ in }
+        }
+        #expect(error?.code == .corruptObject && error?.message.contains("level 0 under a branch at level 2") == true, "\(String(describing: error))")
+    }
+
     /// Builds a tree of `count` records and returns its root.
     func build(_ count: Int, backend: any Backend) async throws -> Hash {
         try await backend.put([Store.emptyRoot])

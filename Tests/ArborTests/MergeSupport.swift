@@ -22,7 +22,7 @@ func sync(from source: any Backend, to destination: any Backend) async throws {
     while true {
         let current = try await destination.ref(RefName.heads)
         let heads = theirHeads.union(try await headSet(destination))
-        let bytes = HeadSet.encode(heads)
+        let bytes = try HeadSet.encode(heads)
         try await destination.put([(Hash.of(bytes), bytes)])
         if try await destination.compareAndSwap(ref: RefName.heads, expected: current, new: Hash.of(bytes)) { return }
     }

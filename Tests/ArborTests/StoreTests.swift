@@ -254,6 +254,34 @@ import Testing
         #expect(backend.objectsWritten == 0)
     }
 
+    /// What a store could not read back is refused before anything is written, instead of
+    /// becoming a head that makes the store unreadable: more parents than a version names (and
+    /// a parent named twice is named once), and a record whose values nest 64 levels deep (from
+    /// a `Record` or a merge resolver; values encoded from `Storable` types are checked as they
+    /// are encoded).
+    @Test func whatCouldNotBeReadBackIsRefusedUnwritten() async throws {
+        let backend = CountingBackend()
+        let store = Store(backend: backend)
+        let first = try await store.save(Person(id: "p", name: "a"))
+        let twice = try await store.commit(ChangeSet(), parents: Array(repeating: first.id, count: 65))
+        #expect(twice.parents == [first.id])
+        var many = [first.id]
+        for index in 0..<64 { many.append(try await store.commit(ChangeSet(), message: "\(index)", parents: [first.id]).id) }
+        let written = backend.objectsWritten
+        await #expect { try await store.commit(ChangeSet(), parents: many) } throws: { ($0 as? ArborError)?.code == .invalidInput }
+        #expect(backend.objectsWritten == written)
+        #expect(try await store.heads().count == 65)
+
+        var deep = PropertyValue.null
+        for _ in 0..<ByteReader.maximumValueDepth { deep = .array([deep]) }
+        var changes = ChangeSet()
+        #expect { try changes.save(Record(type: "T", id: "x", properties: ["p": deep])) } throws: { ($0 as? ArborError)?.code == .invalidInput }
+        guard case .array(let shallower) = deep else { return }
+        try changes.save(Record(type: "T", id: "x", properties: ["p": shallower[0]]))
+        let version = try await store.commit(changes)
+        #expect(try await store.record(RecordKey(type: "T", id: "x"), at: version.id)?.properties["p"] == shallower[0])
+    }
+
     /// A change set is put in the index's order by its record keys: keys whose types are prefixes
     /// of each other, ids with a NUL or outside ASCII, given in any order, make the same index as
     /// the records committed one at a time.

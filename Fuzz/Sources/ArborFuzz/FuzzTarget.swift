@@ -68,8 +68,8 @@ private func runStore(root: [UInt8]) {
             root: rootHash, parents: [], time: HybridTime(milliseconds: 1), replica: "fuzz", message: "", recordCount: 1
         ).encoded()
         let commitHash = Hash.of(commit)
-        let heads = HeadSet.encode([commitHash])
         do {
+            let heads = try HeadSet.encode([commitHash])
             try await backend.put([(rootHash, root), (commitHash, commit), (Hash.of(heads), heads)])
             _ = try await backend.compareAndSwap(ref: RefName.heads, expected: nil, new: Hash.of(heads))
         } catch { return }

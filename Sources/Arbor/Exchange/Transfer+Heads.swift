@@ -51,7 +51,7 @@ extension Transfer {
             let ancestors = try await ancestorsAmong(candidates, walkingFrom: boundary, commits: &commits)
             let heads = candidates.subtracting(ancestors).union(copied)
             if heads == Set(current) { return current.sorted() }
-            let bytes = HeadSet.encode(heads)
+            let bytes = try HeadSet.encode(heads)
             let hash = Hash.of(bytes)
             try await target.put([(hash, bytes)])
             if try await target.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return heads.sorted() }

@@ -146,7 +146,9 @@ extension ProllyTree {
             if compareKeys(key, prefix) > 0 && !key.starts(with: prefix) { break }
             index += 1
         }
-        for child in try await source.nodes(wanted, remember: remember) {
+        for (hash, child) in zip(wanted, try await source.nodes(wanted, remember: remember)) {
+            // As every descent checks: a branch that skipped levels would list what lookups refuse.
+            if child.level != node.level - 1 { throw wrongLevel(hash, child.level, under: node.level) }
             if try await !scan(node: child, prefix: prefix, source: source, remember: remember, body) { return false }
         }
         return true

@@ -135,7 +135,10 @@ extension Store {
             switch (rule, recordMerge.ours != nil && recordMerge.theirs != nil) {
             case (.resolver(let resolve)?, true):
                 let records = try await resolve(self, recordMerge.key, base?.root, ours.root, theirs.root)
-                for record in records { state.merged[record.key] = .some(record) }
+                for record in records {
+                    try record.validateForStorage()
+                    state.merged[record.key] = .some(record)
+                }
             default:
                 var effective = strategy
                 if case .strategy(let override)? = rule { effective = override }

@@ -56,7 +56,7 @@ public struct ChangeSet: Sendable {
     /// Saves a record as it is. Child properties must name records saved in this change set or
     /// already present in the version the commit builds on.
     public mutating func save(_ record: Record) throws {
-        try record.key.validate()
+        try record.validateForStorage()
         changes.append(.save(EncodedRecord(record), nested: []))
     }
 

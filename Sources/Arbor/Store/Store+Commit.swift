@@ -14,7 +14,14 @@ extension Store {
     public func commit(_ changes: ChangeSet, message: String = "", parents explicitParents: [Hash]? = nil) async throws -> Version {
         let parents: [Version]
         if let explicitParents {
-            parents = try await versions(explicitParents)
+            // Distinct, as the format says, and no more than a version can name and still be
+            // read (a version the decoder refused, once a head, would make the store unreadable).
+            var seen = Set<Hash>()
+            let distinct = explicitParents.filter { seen.insert($0).inserted }
+            guard distinct.count <= Version.Content.maximumParents else {
+                throw ArborError(.invalidInput, "a version has at most \(Version.Content.maximumParents) parents, not \(distinct.count); nothing was written")
+            }
+            parents = try await versions(distinct)
         } else {
             parents = try await head().map { [$0] } ?? []
         }

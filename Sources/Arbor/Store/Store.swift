@@ -144,7 +144,7 @@ public final class Store: Sendable {
             var heads = Set(current)
             heads.subtract(removing)
             heads.insert(adding)
-            let bytes = HeadSet.encode(heads)
+            let bytes = try HeadSet.encode(heads)
             let hash = Hash.of(bytes)
             if hash == ref { return }
             try await backend.put([(hash, bytes)])
