@@ -488,6 +488,11 @@ import Testing
         case newNodeWithAnotherCount
         /// The version says its index holds one record more than it does.
         case versionWithAnotherCount
+        /// The root names its first child, which is new, twice: the second time with more records.
+        case newNodeNamedTwiceWithAnotherCount
+        /// The root's second child is new and starts with its first child's first entry: the
+        /// siblings overlap.
+        case newSiblingsOverlap
     }
 
     /// An exchange or a migration checks the nodes it copies against the parents that file
@@ -508,6 +513,7 @@ import Testing
         var shorter = try IndexNode.decode(try #require(try await inner.get(child)))
         shorter.entries.removeLast()
         let shorterBytes = shorter.encoded()
+        var overlappingBytes = shorterBytes
         let named: Hash
         switch damage {
         case .sharedNodeUnderAnotherKey:
@@ -526,6 +532,19 @@ import Testing
             named = Hash.of(shorterBytes)
         case .versionWithAnotherCount:
             named = head.root
+        case .newNodeNamedTwiceWithAnotherCount:
+            root.entries[0].key = try #require(shorter.entries.last).key
+            root.entries[0].payload = .node(Hash.of(shorterBytes), count: shorter.recordCount)
+            root.entries[1].payload = .node(Hash.of(shorterBytes), count: shorter.recordCount + 1)
+            named = Hash.of(shorterBytes)
+        case .newSiblingsOverlap:
+            guard case .node(let second, let secondCount) = root.entries[1].payload else { Issue.record("a second child"); return }
+            let first = try IndexNode.decode(try #require(try await inner.get(child)))
+            var overlapping = try IndexNode.decode(try #require(try await inner.get(second)))
+            overlapping.entries.insert(first.entries[0], at: 0)
+            overlappingBytes = overlapping.encoded()
+            root.entries[1].payload = .node(Hash.of(overlappingBytes), count: secondCount + first.entries[0].payload.recordCount)
+            named = Hash.of(overlappingBytes)
         }
         let rootBytes = root.encoded()
         var content = head.content
@@ -534,7 +553,7 @@ import Testing
         content.parents = [head.id]
         content.time = HybridTime.next(after: [head.time], now: Date())
         let commit = content.encoded()
-        try await inner.put([(Hash.of(shorterBytes), shorterBytes), (Hash.of(rootBytes), rootBytes), (Hash.of(commit), commit)])
+        try await inner.put([(Hash.of(shorterBytes), shorterBytes), (Hash.of(overlappingBytes), overlappingBytes), (Hash.of(rootBytes), rootBytes), (Hash.of(commit), commit)])
         try await source.updateHeads(removing: [head.id], adding: Hash.of(commit))
 
         let target = Store(backend: MemoryBackend())
@@ -548,6 +567,8 @@ import Testing
             case .newNodeUnderAnotherKey: return error.message.contains("last key is not the key")
             case .newNodeWithAnotherCount: return error.message.contains("holds \(shorter.recordCount) records") && error.message.contains("says \(count)")
             case .versionWithAnotherCount: return error.message.contains("says \(content.recordCount) records")
+            case .newNodeNamedTwiceWithAnotherCount: return error.message.contains("otherwise than node \(Hash.of(rootBytes))")
+            case .newSiblingsOverlap: return error.message.contains("first key is not past")
             }
         }
         #expect(try await target.backend.refs().isEmpty)

@@ -255,6 +255,10 @@ final class Transfer {
     struct Walk {
         var group: [Fetched]
         var old: [Fetched]
+        /// For nodes of `group` below a node copied with them: the key each one's first key must
+        /// be past, the key its parent files its previous sibling under (or, for a first child,
+        /// its parent's own such key), so that siblings do not overlap.
+        var lowerKeys: [Hash: [UInt8]] = [:]
         var level: Int { group[0].links.kind == .leaf ? 0 : group[0].links.level }
 
         /// What the nodes of this walk's level name: blobs for leaves, children for branches.
@@ -360,7 +364,7 @@ final class Transfer {
         // Those checks wait for the nodes' bytes. A node the base holds too is not read: it must
         // be filed as the base files it. (A node the target held already is neither read nor
         // compared: `verify` checks every node.)
-        var filedAs = [Hash: (parent: Hash, count: UInt64, key: Int?)]()
+        var filedAs = [Hash: (parent: Hash, count: UInt64, key: Int?, level: Int, lower: [UInt8]?)]()
         for (walk, known) in zip(walks, known) {
             if walk.level == 0 {
                 for blob in walk.names(walk.group) where known[blob] == nil && !have.contains(blob) && seen.insert(blob).inserted {
@@ -384,7 +388,17 @@ final class Transfer {
                         recordsCovered = recordsCovered.addingSaturated(child.count)
                     } else if seen.insert(child.hash).inserted {
                         wanted.append(child.hash)
-                        filedAs[child.hash] = (node.hash, child.count, key)
+                        let lower = index == 0 ? walk.lowerKeys[node.hash]
+                            : index <= node.links.childKeyRanges.count ? Array(node.bytes[node.links.childKeyRanges[index - 1]]) : nil
+                        filedAs[child.hash] = (node.hash, child.count, key, walk.level - 1, lower)
+                    } else if let first = filedAs[child.hash], first.count == child.count, first.key == key, first.level == walk.level - 1 {
+                        // Named again (by another node, or twice by one), and filed alike: copied once.
+                        recordsCovered = recordsCovered.addingSaturated(child.count)
+                    } else {
+                        // Checked against its first filing only, it would land filed otherwise here.
+                        throw ArborError(
+                            .corruptObject, "index node \(node.hash) files node \(child.hash) otherwise than \(filedAs[child.hash].map { "node \($0.parent)" } ?? "a leaf names it as a large record") does",
+                            backend: source.engineName, operation: "exchange")
                     }
                 }
             }
@@ -455,12 +469,17 @@ final class Transfer {
                         guard filed.key.map({ $0 == childLinks.lastKeyDigest }) ?? true else {
                             throw ArborError(.corruptObject, "index node \(hash): its last key is not the key node \(filed.parent) files it under", backend: source.engineName, operation: "exchange")
                         }
+                        // Past its previous sibling's key too, or lookups and listings disagree.
+                        if let lower = filed.lower, let first = childLinks.firstKeyRange, compareKeys(Array(bytes[first]), lower) <= 0 {
+                            throw ArborError(.corruptObject, "index node \(hash): its first key is not past the key node \(filed.parent) files its previous sibling under", backend: source.engineName, operation: "exchange")
+                        }
                     }
                     return (hash, bytes, childLinks)
                 }
             }
             try await copyWalks(try group.map { piece in
-                Walk(group: try fetchedNodes(piece.wanted, below: piece.level, copied: true), old: try fetchedNodes(piece.old, below: piece.level, copied: false))
+                Walk(group: try fetchedNodes(piece.wanted, below: piece.level, copied: true), old: try fetchedNodes(piece.old, below: piece.level, copied: false),
+                     lowerKeys: Dictionary(piece.wanted.compactMap { hash in filedAs[hash]?.lower.map { (hash, $0) } }, uniquingKeysWith: { first, _ in first }))
             })
             next = end
         }
