@@ -123,18 +123,19 @@ import Testing
         return Hash.of(bytes)
     }
 
-    /// Collects the garbage of a store on `inner` whose objects are listed `first`, then the
-    /// others, then `last`, while a commit that makes `orphan`'s index reachable again lands
-    /// after the `atDelete`th batch is removed. Checks the store verifies intact; returns the
-    /// report and the records the revived version holds.
+    /// Collects the garbage of a store on `inner`, `sweepBatch` objects at a time (top down:
+    /// head sets, versions, index nodes from the top, blobs, then what does not parse), while a
+    /// commit that makes `orphan`'s index reachable again lands after the `atDelete`th batch.
+    /// Checks the store verifies intact; returns the report and the records the revived
+    /// version holds.
     private func collect(
-        _ inner: MemoryBackend, reviving orphan: Version, first: [Hash] = [], last: Set<Hash>, atDelete: Int
+        _ inner: MemoryBackend, reviving orphan: Version, sweepBatch: Int, atDelete: Int
     ) async throws -> (report: GarbageCollectionReport, revivedTasks: Int) {
-        let backend = SweepOrderBackend(inner, first: first, last: last, atDelete: atDelete)
+        let backend = LandingCommitBackend(inner, atDelete: atDelete)
         let store = Store(backend: backend)
         try await store.save(Task(id: "kept", title: "kept", done: true))
         backend.onDelete = { try await self.revive(orphan, on: inner, through: store) }
-        let report = try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        let report = try await store.collectGarbage(gracePeriod: .milliseconds(10), progress: nil, sweepBatch: sweepBatch)
         let after = try await store.verify()
         #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
         let revived = try #require(try await store.heads().first { $0.message == "revived" }?.id)
@@ -147,22 +148,22 @@ import Testing
     @Test func whatACommitReachesDuringTheSweepIsNotRemovedLater() async throws {
         let inner = MemoryBackend()
         let orphan = try await orphan(on: inner, count: 3)
-        try await inner.put((0..<2_500).map { BackendContractTests.object(20_000 + $0) })
-        // The orphan's index last, in the third batch; the commit lands after the first.
-        let (report, tasks) = try await collect(inner, reviving: orphan.version, last: Set([orphan.version.root] + orphan.leaves), atDelete: 1)
+        try await inner.put((0..<20).map { BackendContractTests.object(20_000 + $0) })
+        // Batches of two: the orphan's head set and version, then its index (one leaf), when
+        // the commit has landed.
+        let (report, tasks) = try await collect(inner, reviving: orphan.version, sweepBatch: 2, atDelete: 1)
         #expect(report.keptLate >= 1 && tasks == 3)
     }
 
-    /// More than the 1,000 objects a verify report lists go missing at once, when a commit
-    /// lands after two batches: every one is written back.
+    /// A removed index is written back whole when a commit lands on it after its batches, more
+    /// than the 1,000 objects a verify report lists.
     @Test func everyRemovedObjectACommitReachesIsWrittenBack() async throws {
         let inner = MemoryBackend()
         let orphan = try await orphan(on: inner, count: 1_100, titleSize: 1_100)
         #expect(orphan.blobs.count == 1_100)
         try await inner.put((0..<900).map { BackendContractTests.object(30_000 + $0) })
-        // Strays, then the blobs (batches one and two), then the index and the version.
-        let last = Set([orphan.version.id] + orphan.branches + orphan.leaves)
-        let (report, tasks) = try await collect(inner, reviving: orphan.version, last: last, atDelete: 2)
+        // The version, its index and its blobs go in the first two batches of 1,000.
+        let (report, tasks) = try await collect(inner, reviving: orphan.version, sweepBatch: 1_000, atDelete: 2)
         #expect(report.rescued > 1_000 && tasks == 1_100)
     }
 
@@ -171,32 +172,69 @@ import Testing
     @Test func whatIsBelowAWrittenBackNodeIsKept() async throws {
         let inner = MemoryBackend()
         let orphan = try await orphan(on: inner, count: 400)
-        #expect(orphan.leaves.count > 1)
-        try await inner.put((0..<1_500).map { BackendContractTests.object(40_000 + $0) })
-        // The root in the first batch, its leaves in the last.
-        let (report, tasks) = try await collect(inner, reviving: orphan.version, first: [orphan.version.root], last: Set(orphan.leaves), atDelete: 1)
-        #expect(report.rescued >= 1 && tasks == 400)
+        #expect(!orphan.branches.isEmpty && orphan.leaves.count > 1)
+        // One at a time: the head set, the version, the root; then the commit lands.
+        let (report, tasks) = try await collect(inner, reviving: orphan.version, sweepBatch: 1, atDelete: 3)
+        #expect(report.rescued == 1 && report.keptLate >= orphan.leaves.count && tasks == 400)
     }
 }
 
-/// Lists the objects for a collection in a chosen order (`first`, the others, then `last`)
-/// and runs `onDelete` once, after the `atDelete`th delete: a writer landing at that point.
-final class SweepOrderBackend: ForwardingBackend {
+extension GarbageCollectionTests {
+    /// A collection interrupted during its sweep (its second batch fails, as if the process
+    /// were killed) leaves what it has not removed whole: every object left names only objects
+    /// that are there, so an exchange that finds one present may take all it names to be there.
+    /// Then a collection run again finishes the job.
+    @Test func anInterruptedSweepLeavesWhatRemainsWhole() async throws {
+        let inner = MemoryBackend()
+        // Garbage of every kind: a history of three versions no ref reaches, with large records.
+        let scratch = Store(backend: inner)
+        for round in 0..<3 {
+            var changes = ChangeSet()
+            for index in 0..<500 { try changes.save(Task(id: "o\(index)", title: String(repeating: "t", count: 1_100) + "\(round)-\(index)", done: false)) }
+            try await scratch.commit(changes)
+        }
+        #expect(try await inner.compareAndSwap(ref: RefName.heads, expected: try await inner.ref(RefName.heads), new: nil))
+        let backend = FailingDeleteBackend(inner, failingAt: 2)
+        let store = Store(backend: backend)
+        try await store.save(Task(id: "kept", title: "kept", done: true))
+        let before = try await inner.allHashes().count
+        await #expect(throws: ArborError.self) { try await store.collectGarbage(gracePeriod: .milliseconds(10)) }
+
+        let left = try await inner.allHashes()
+        #expect(left.count == before - 1_000)
+        var dangling = [Hash]()
+        for chunk in Array(left).chunks(of: 1_000) {
+            for bytes in try await inner.get(chunk).values { dangling += try ObjectLinks(bytes).all.filter { !left.contains($0) } }
+        }
+        #expect(dangling.isEmpty, "\(dangling.count) objects named by objects left behind are gone")
+
+        let report = try await Store(backend: inner).collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(report.removedObjects == left.count - report.reachableObjects)
+        let after = try await Store(backend: inner).verify()
+        #expect(after.isIntact && after.unreachableObjects == 0)
+    }
+}
+
+/// Fails its `failingAt`th delete, removing nothing, as a collection killed at that batch would.
+final class FailingDeleteBackend: ForwardingBackend {
     let inner: any Backend
-    let first: [Hash]
-    let last: Set<Hash>
+    let failingAt: Int
+    nonisolated(unsafe) var deletes = 0
+    init(_ inner: any Backend, failingAt: Int) { (self.inner, self.failingAt) = (inner, failingAt) }
+    func delete(_ hashes: [Hash]) async throws {
+        deletes += 1
+        if deletes == failingAt { throw ArborError(.io, "the collection was interrupted") }
+        try await inner.delete(hashes)
+    }
+}
+
+/// Runs `onDelete` once, after the `atDelete`th delete: a writer landing at that point.
+final class LandingCommitBackend: ForwardingBackend {
+    let inner: any Backend
     let atDelete: Int
     nonisolated(unsafe) var deletes = 0
     nonisolated(unsafe) var onDelete: () async throws -> Void = {}
-    init(_ inner: any Backend, first: [Hash] = [], last: Set<Hash>, atDelete: Int) {
-        (self.inner, self.first, self.last, self.atDelete) = (inner, first, last, atDelete)
-    }
-    func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
-        let all = try await inner.allHashes()
-        let leading = Set(first)
-        let ordered = first.filter(all.contains) + all.filter { !leading.contains($0) && !last.contains($0) }.sorted() + all.filter(last.contains).sorted()
-        for batch in ordered.chunks(of: batchSize) { try await body(batch) }
-    }
+    init(_ inner: any Backend, atDelete: Int) { (self.inner, self.atDelete) = (inner, atDelete) }
     func delete(_ hashes: [Hash]) async throws {
         try await inner.delete(hashes)
         deletes += 1

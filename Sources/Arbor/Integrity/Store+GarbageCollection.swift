@@ -23,7 +23,8 @@ extension Store {
     /// 2. Lists the other objects, waits `gracePeriod`, and marks again from the refs as they
     ///    are then (reading only what is new): objects a commit in flight had written — before
     ///    it moved the heads — are reachable by now and kept.
-    /// 3. Removes the rest in batches, keeping each batch's bytes until the sweep ends. After
+    /// 3. Removes the rest in batches, top down (what names an object before it, so that an
+    ///    interrupted sweep leaves the rest whole), keeping their bytes until the sweep ends. After
     ///    each batch, and once more `gracePeriod` after the last, it marks again from the refs;
     ///    an object a commit that landed meanwhile re-used (content addressing makes an old,
     ///    unreachable object look present to a writer) is written back, and one it reached
@@ -40,6 +41,12 @@ extension Store {
     ///   unreachable ones; O(*N* + *G*) hashes in memory, and the bytes of the removed objects.
     @discardableResult
     public func collectGarbage(gracePeriod: Duration = .seconds(60), progress: TransferProgressHandler? = nil) async throws -> GarbageCollectionReport {
+        try await collectGarbage(gracePeriod: gracePeriod, progress: progress, sweepBatch: Transfer.requestSize)
+    }
+
+    /// ``collectGarbage(gracePeriod:progress:)``, removing `sweepBatch` objects at a time (tests
+    /// use small batches to land a commit between any two).
+    func collectGarbage(gracePeriod: Duration, progress: TransferProgressHandler?, sweepBatch: Int) async throws -> GarbageCollectionReport {
         let started = ContinuousClock.now
         var walk = IntegrityWalk(backend: backend, progress: progress)
         try await walk.run(countingUnreachable: false)
@@ -63,19 +70,18 @@ extension Store {
 
             var removed = [Hash: [UInt8]]()
             walk.recordsMissing = true
-            for chunk in candidates.chunks(of: Transfer.requestSize) {
+            for chunk in try await topDown(candidates).chunks(of: max(sweepBatch, 1)) {
                 // What a commit that landed during the sweep reaches is no longer garbage.
-                let batch = chunk.filter { !walk.reached.contains($0) }
+                let batch = chunk.filter { !walk.reached.contains($0.hash) }
                 report.keptLate += chunk.count - batch.count
                 guard !batch.isEmpty else { continue }
-                let objects = try await backend.get(batch)
-                try await backend.delete(batch)
-                forgetCached(batch)
-                for (hash, bytes) in objects {
+                try await backend.delete(batch.map(\.hash))
+                forgetCached(batch.map(\.hash))
+                for (hash, bytes) in batch {
                     removed[hash] = bytes
                     report.removedBytes += bytes.count
                 }
-                report.removedObjects += objects.count
+                report.removedObjects += batch.count
                 report.rescued += try await rescue(&walk, from: &removed)
             }
             // A writer that found an object present just before its batch was deleted may move
@@ -90,6 +96,32 @@ extension Store {
         report.reachableObjects = walk.reached.count
         report.seconds = started.secondsUntilNow
         return report
+    }
+
+    /// `hashes` with their bytes (those no longer there left out), in the order a sweep removes
+    /// them: whatever names an object before it — head sets, then versions newest first (a
+    /// version is newer than its parents), index nodes from the top level down, blobs last. So a
+    /// sweep interrupted at any point leaves whole whatever it has not removed: an exchange that
+    /// finds an object present takes everything it names to be there too.
+    private func topDown(_ hashes: [Hash]) async throws -> [(hash: Hash, bytes: [UInt8])] {
+        // Ranked by kind, then within it: versions by time, newest first; nodes by level, top first.
+        var ranked = [(rank: (kind: Int, order: UInt64, counter: UInt32), hash: Hash, bytes: [UInt8])]()
+        ranked.reserveCapacity(hashes.count)
+        for chunk in hashes.chunks(of: Transfer.requestSize) {
+            for (hash, bytes) in try await backend.get(chunk) {
+                let links = try? ObjectLinks(bytes)
+                let rank: (kind: Int, order: UInt64, counter: UInt32) = switch links?.kind {
+                case .headSet?: (0, 0, 0)
+                case .commit?: (1, UInt64.max - (links?.time.milliseconds ?? 0), UInt32.max - (links?.time.counter ?? 0))
+                case .branch?, .leaf?: (2, UInt64(Swift.max(0, 64 - (links?.level ?? 0))), 0)
+                case .blob?: (3, 0, 0)
+                case nil: (4, 0, 0)
+                }
+                ranked.append((rank, hash, bytes))
+            }
+        }
+        ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.hash < $1.hash }
+        return ranked.map { ($0.hash, $0.bytes) }
     }
 
     /// Drops `hashes` from this store's caches, which would otherwise go on answering for what
