@@ -610,6 +610,28 @@ import Testing
         #expect(try await target.backend.refs() == refsBefore)
     }
 
+    /// A version must be later than its parents also where the target holds the parent: the
+    /// target's heads are pruned by time, and a head older than its parent would hide that
+    /// parent from the pruning.
+    @Test func aVersionOlderThanAParentTheTargetHoldsIsRefused() async throws {
+        let inner = MemoryBackend()
+        let source = Store(backend: inner, configuration: .init(replica: "s"))
+        let parent = try await source.save(Person(id: "p", name: "one"))
+        let target = Store(backend: MemoryBackend())
+        try await source.exchange(to: target)
+        var content = parent.content
+        content.parents = [parent.id]
+        content.time = HybridTime(milliseconds: parent.time.milliseconds - 1)
+        content.message = "older than its parent"
+        let commit = content.encoded()
+        try await inner.put([(Hash.of(commit), commit)])
+        try await source.updateHeads(removing: [parent.id], adding: Hash.of(commit))
+        await #expect { try await source.exchange(to: target) } throws: { error in
+            (error as? ArborError)?.code == .corruptObject && "\(error)".contains("not later than its parent \(parent.id)")
+        }
+        #expect(try await target.heads().map(\.id) == [parent.id])
+    }
+
     @Test func targetOfAnotherFormatIsRefusedUntouched() async throws {
         let source = Store(backend: MemoryBackend())
         try await fill(source)

@@ -141,8 +141,15 @@ final class Transfer {
         for parents in parentsOf.values { boundary.formUnion(parents.filter { held[$0] == true }) }
         // A commit's time is later than its parents' (hybrid clock), so time order is a
         // parents-first order; check it rather than trust it, since it keeps the target whole.
+        // Against the parents the target holds too (one request): the heads of the target are
+        // pruned by time, and a head older than its parent would hide that parent from it.
+        var parentTimes = times
+        if !boundary.isEmpty {
+            let commits = try await fetch(Array(boundary))
+            for hash in boundary { parentTimes[hash] = try links(of: hash, commits[hash] ?? [], expecting: .commit).time }
+        }
         for (child, parents) in parentsOf {
-            for parent in parents where times[parent].map({ !($0 < times[child]!) }) ?? false {
+            for parent in parents where parentTimes[parent].map({ !($0 < times[child]!) }) ?? false {
                 throw ArborError(.corruptObject, "commit \(child) is not later than its parent \(parent)", backend: source.engineName, operation: "exchange")
             }
         }
