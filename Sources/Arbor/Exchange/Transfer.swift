@@ -265,7 +265,7 @@ final class Transfer {
         /// For nodes of `group` below a node copied with them: the key each one's first key must
         /// be past, the key its parent files its previous sibling under (or, for a first child,
         /// its parent's own such key), so that siblings do not overlap.
-        var lowerKeys: [Hash: [UInt8]] = [:]
+        var lowerKeys: [Hash: ArraySlice<UInt8>] = [:]
         var level: Int { group[0].links.kind == .leaf ? 0 : group[0].links.level }
 
         /// What the nodes of this walk's level name: blobs for leaves, children for branches.
@@ -371,7 +371,7 @@ final class Transfer {
         // Those checks wait for the nodes' bytes. A node the base holds too is not read: it must
         // be filed as the base files it. (A node the target held already is neither read nor
         // compared: `verify` checks every node.)
-        var filedAs = [Hash: (parent: Hash, count: UInt64, key: Int?, level: Int, lower: [UInt8]?)]()
+        var filedAs = [Hash: (parent: Hash, count: UInt64, key: Int?, level: Int, lower: ArraySlice<UInt8>?)]()
         for (walk, known) in zip(walks, known) {
             if walk.level == 0 {
                 for blob in walk.names(walk.group) where known[blob] == nil && !have.contains(blob) && seen.insert(blob).inserted {
@@ -396,7 +396,7 @@ final class Transfer {
                     } else if seen.insert(child.hash).inserted {
                         wanted.append(child.hash)
                         let lower = index == 0 ? walk.lowerKeys[node.hash]
-                            : index <= node.links.childKeyRanges.count ? Array(node.bytes[node.links.childKeyRanges[index - 1]]) : nil
+                            : index <= node.links.childKeyRanges.count ? node.bytes[node.links.childKeyRanges[index - 1]] : nil
                         filedAs[child.hash] = (node.hash, child.count, key, walk.level - 1, lower)
                     } else if let first = filedAs[child.hash], first.count == child.count, first.key == key, first.level == walk.level - 1 {
                         // Named again (by another node, or twice by one), and filed alike: copied once.
@@ -477,7 +477,7 @@ final class Transfer {
                             throw ArborError(.corruptObject, "index node \(hash): its last key is not the key node \(filed.parent) files it under", backend: source.engineName, operation: "exchange")
                         }
                         // Past its previous sibling's key too, or lookups and listings disagree.
-                        if let lower = filed.lower, let first = childLinks.firstKeyRange, compareKeys(Array(bytes[first]), lower) <= 0 {
+                        if let lower = filed.lower, let first = childLinks.firstKeyRange, compareKeys(bytes[first], lower) <= 0 {
                             throw ArborError(.corruptObject, "index node \(hash): its first key is not past the key node \(filed.parent) files its previous sibling under", backend: source.engineName, operation: "exchange")
                         }
                     }

@@ -76,6 +76,11 @@ func compareKeys(_ lhs: [UInt8], _ rhs: [UInt8]) -> Int {
     lhs.withUnsafeBufferPointer { a in rhs.withUnsafeBufferPointer { b in compareKeys(a, b) } }
 }
 
+/// Byte-wise three-way comparison of slices of keys, in place.
+func compareKeys(_ lhs: ArraySlice<UInt8>, _ rhs: ArraySlice<UInt8>) -> Int {
+    lhs.withUnsafeBufferPointer { a in rhs.withUnsafeBufferPointer { b in compareKeys(a, b) } }
+}
+
 /// Byte-wise three-way comparison of keys in place.
 @inline(__always)
 func compareKeys(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {

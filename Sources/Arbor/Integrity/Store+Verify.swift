@@ -207,7 +207,7 @@ struct IntegrityWalk {
         }
         func namedBy(_ root: Hash) -> String { "version \(versionOf[root].map(\.description) ?? "?")" }
         let objects = try await fetch(fresh, namedBy: namedBy)
-        var group = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: [UInt8]?)]()
+        var group = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)]()
         for root in fresh {
             guard let bytes = objects[root], let node = node(root, bytes, named: namedBy(root)) else { continue }
             rootCounts[root] = node.recordCount
@@ -243,14 +243,15 @@ struct IntegrityWalk {
     /// Checks sibling nodes of one level and, level by level, what they name. Each node comes
     /// with its bytes and the key its first key must be past (`nil` for a root): the key its
     /// parent files its previous sibling under, or the parent's own such key for a first child.
-    mutating func checkGroup(_ group: [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: [UInt8]?)]) async throws {
-        var children = [(parent: Hash, child: Hash, count: UInt64, level: Int, key: Int?, lowerKey: [UInt8]?)]()
+    mutating func checkGroup(_ group: [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)]) async throws {
+        var children = [(parent: Hash, child: Hash, count: UInt64, level: Int, key: Int?, lowerKey: ArraySlice<UInt8>?)]()
         var blobs = [(parent: Hash, blob: Hash)]()
         for (hash, node, bytes, lowerKey) in group {
             for (index, child) in node.children.enumerated() {
                 // Keys are there when the node was read with them (``node(_:_:named:)``).
                 let key = index < node.childKeyDigests.count ? node.childKeyDigests[index] : nil
-                let lower = index == 0 ? lowerKey : index <= node.childKeyRanges.count ? Array(bytes[node.childKeyRanges[index - 1]]) : nil
+                // A slice of the parent's bytes: no copy per child.
+                let lower = index == 0 ? lowerKey : index <= node.childKeyRanges.count ? bytes[node.childKeyRanges[index - 1]] : nil
                 children.append((hash, child.hash, child.count, node.level - 1, key, lower))
             }
             for blob in node.blobs { blobs.append((hash, blob)) }
@@ -264,7 +265,7 @@ struct IntegrityWalk {
         let unseen = children.filter { !reached.contains($0.child) }
         for chunk in unseen.chunks(of: Transfer.groupSize) {
             let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
-            var next = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: [UInt8]?)]()
+            var next = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)]()
             for entry in chunk {
                 guard let bytes = fetched[entry.child], let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
                 guard node.level == entry.level, node.recordCount == entry.count else {
@@ -279,9 +280,7 @@ struct IntegrityWalk {
                 }
                 // And its keys come after its previous sibling's: else siblings overlap, and a
                 // key in both is found in one by a lookup and twice by a listing.
-                if let lower = entry.lowerKey, let first = node.firstKeyRange,
-                    compareKeys(Array(bytes[first]), lower) <= 0
-                {
+                if let lower = entry.lowerKey, let first = node.firstKeyRange, compareKeys(bytes[first], lower) <= 0 {
                     damaged(.corrupt, entry.child, "below node \(entry.parent): its first key is not past the key its previous sibling is filed under")
                     continue
                 }
