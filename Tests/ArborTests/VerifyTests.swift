@@ -124,4 +124,24 @@ import Testing
         #expect(report.corruptCount == 1 && report.damage.first?.hash == Hash.of(leafBytes), "\(report.damage)")
         #expect(report.damage.first?.detail.contains("first key") == true, "\(report.damage)")
     }
+
+    /// A version whose root is an object reached already as something else (here its parent's
+    /// commit, read with the history, and 0 records, which a commit "holds"): still checked as
+    /// an index root, and named.
+    @Test func aRootReachedAsAVersionIsNamed() async throws {
+        let inner = MemoryBackend()
+        let store = try await filled(inner)
+        let head = try #require(try await store.head())
+        var content = head.content
+        content.root = head.id
+        content.recordCount = 0
+        content.parents = [head.id]
+        content.time = HybridTime(milliseconds: head.time.milliseconds + 1_000)
+        let commit = content.encoded()
+        try await inner.put([(Hash.of(commit), commit)])
+        try await store.updateHeads(removing: [head.id], adding: Hash.of(commit))
+        let report = try await store.verify()
+        #expect(report.corruptCount == 1 && report.damage.first?.hash == Hash.of(commit), "\(report.damage)")
+        #expect(report.damage.first?.detail.contains("is a commit, not an index node") == true, "\(report.damage)")
+    }
 }

@@ -200,12 +200,29 @@ struct IntegrityWalk {
     mutating func checkIndexes(_ versions: [(version: Hash, root: Hash, records: UInt64)]) async throws {
         // Each root once, named after the first version that has it.
         var fresh = [Hash]()
+        var elsewhere = [Hash]()
         var versionOf = [Hash: Hash]()
         for entry in versions where versionOf[entry.root] == nil {
             versionOf[entry.root] = entry.version
-            if rootCounts[entry.root] == nil && !reached.contains(entry.root) { fresh.append(entry.root) }
+            if rootCounts[entry.root] == nil { reached.contains(entry.root) ? elsewhere.append(entry.root) : fresh.append(entry.root) }
         }
         func namedBy(_ root: Hash) -> String { "version \(versionOf[root].map(\.description) ?? "?")" }
+        // A root reached before as something else (a child of another index, or a blob) was
+        // checked as that; read it again to count its records, and to find a root that is not
+        // an index node at all. Rare: each node is still read once per role.
+        if !elsewhere.isEmpty {
+            let objects = try await backend.get(elsewhere)
+            for root in elsewhere {
+                // Missing or not matching its hash: reported when first reached.
+                guard let bytes = objects[root], Hash.of(bytes) == root else { continue }
+                let links = try? ObjectLinks(bytes)
+                guard let links, links.isIndexNode else {
+                    damaged(.corrupt, versionOf[root] ?? root, "its index root \(root) is \(links.map { "a \($0.kind.name)" } ?? "not an object that parses"), not an index node")
+                    continue
+                }
+                rootCounts[root] = links.recordCount
+            }
+        }
         let objects = try await fetch(fresh, namedBy: namedBy)
         var group = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)]()
         for root in fresh {
