@@ -61,7 +61,8 @@ public struct ConformanceCommand: AsyncParsableCommand {
         do {
             return try await runSuites(&output)
         } catch {
-            throw urls.reduce(error) { StoreLocation.redactingSecrets(of: $1, in: $0) }
+            // Every argument's, not only the URLs': `--only` takes the words after it, a URL too.
+            throw (urls + only + CommandLine.arguments.dropFirst()).reduce(error) { StoreLocation.redactingSecrets(of: $1, in: $0) }
         }
     }
 

@@ -15,6 +15,9 @@ final class StandardStream: TextOutputStream {
     private let flushesEveryLine: Bool
     private var buffer: [UInt8] = []
     private static let blockSize = 65_536
+    /// The first write that failed for another reason than a closed pipe (a full disk, say):
+    /// the command must not end as if its output were all there.
+    private(set) var failure: (any Error)?
 
     private init(handle: FileHandle, flushesEveryLine: Bool) {
         self.handle = handle
@@ -38,8 +41,13 @@ final class StandardStream: TextOutputStream {
     /// Writes out what is buffered.
     func flush() {
         guard !buffer.isEmpty else { return }
-        // A closed pipe (`arbor log | head`) is not worth failing over.
-        try? handle.write(contentsOf: buffer)
+        do {
+            try handle.write(contentsOf: buffer)
+        } catch {
+            // A closed pipe (`arbor log | head`) is not worth failing over; anything else is.
+            let posix = error as NSError
+            if !(posix.domain == NSPOSIXErrorDomain && posix.code == Int(EPIPE)) && failure == nil { failure = error }
+        }
         buffer.removeAll(keepingCapacity: true)
     }
 

@@ -40,6 +40,8 @@ extension OutputCommand {
         defer { output.flush() }
         do {
             try await execute(&output)
+            output.flush()
+            if let failure = output.failure { throw ArborError(.io, "cannot write the output: \(failure.localizedDescription)") }
         } catch let exit as ExitCode {
             throw exit
         } catch {
@@ -51,9 +53,11 @@ extension OutputCommand {
         }
     }
 
-    /// The text printed after `error: ` for `error`, without any secret of the store URLs.
+    /// The text printed after `error: ` for `error`, without any secret of the store URLs, nor
+    /// of any other argument of the command line: a URL given where another value was expected
+    /// (a version, a case name) can come back quoted in an error.
     func errorMessage(for error: any Error) -> String {
         let text = (error as? ArborError)?.description ?? String(describing: error)
-        return storeURLs.reduce(text) { StoreLocation.redactingSecrets(of: $1, in: $0) }
+        return (storeURLs + CommandLine.arguments.dropFirst()).reduce(text) { StoreLocation.redactingSecrets(of: $1, in: $0) }
     }
 }

@@ -72,8 +72,13 @@ public enum StoreLocation: Hashable, Sendable, CustomStringConvertible {
         guard !text.isEmpty else {
             throw ArborError(.invalidInput, "\(scheme): needs a path, as in \(scheme):./my-store or \(scheme):/var/data/store")
         }
+        // "sqlite://tasks.db" would be the path //tasks.db, which is /tasks.db; and conventions
+        // differ on what "sqlite:///x" means (SQLAlchemy: the relative path x).
+        guard !text.hasPrefix("//") else {
+            throw ArborError(.invalidInput, "\(scheme): takes a path without //, as in \(scheme):./my-store or \(scheme):/var/data/store")
+        }
         // The shell expands ~ only at the start of a word, never after "json:".
-        return text.hasPrefix("~/") ? NSString(string: text).expandingTildeInPath : text
+        return text == "~" || text.hasPrefix("~/") ? NSString(string: text).expandingTildeInPath : text
     }
 
     private static func quoted(_ text: String) -> String {

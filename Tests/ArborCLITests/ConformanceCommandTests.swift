@@ -46,6 +46,20 @@ import Testing
         #expect(throws: (any Error).self) { try ArborCommand.parseAsRoot(["conformance"]) }
     }
 
+    /// `--only` takes every word after it, so a URL put last is read as a case name, which the
+    /// error for an unknown case quotes: without its password.
+    @Test func aURLTakenForACaseNameIsQuotedWithoutItsPassword() async throws {
+        let command = try #require(try ArborCommand.parseAsRoot(
+            ["conformance", "memory:", "--only", "contract", "postgres://arbor:S3cret-case-pw@127.0.0.1:1/db"]) as? ConformanceCommand)
+        var output = ""
+        do {
+            _ = try await command.execute(&output)
+            Issue.record("expected an unknown case")
+        } catch {
+            #expect("\(error)".contains("127.0.0.1") && !"\(error)".contains("S3cret-case-pw"), "\(error)")
+        }
+    }
+
     @Test func runsOnAnLMDBStoreAndMemoryAndLeavesTheStoreEmpty() async throws {
         try await withFolder { folder in
             let url = "lmdb:\(folder)/store"

@@ -28,9 +28,11 @@ import Testing
     @Test func expandsATildeInPaths() throws {
         let home = NSString(string: "~").expandingTildeInPath
         #expect(try StoreLocation(parsing: "json:~/store") == .json(path: home + "/store"))
+        #expect(try StoreLocation(parsing: "json:~") == .json(path: home))
     }
 
-    @Test(arguments: ["json:", "sqlite:", "lmdb:", "memory:extra", "no-scheme", "ftp://host/x", "postgres://", "postgres://bob:pw@/db"])
+    @Test(arguments: ["json:", "sqlite:", "lmdb:", "memory:extra", "no-scheme", "ftp://host/x", "postgres://", "postgres://bob:pw@/db",
+                      "sqlite://tasks.db", "lmdb:///var/lmdb", "json://store"])
     func rejectsMalformedURLsClearly(url: String) {
         #expect {
             try StoreLocation(parsing: url)

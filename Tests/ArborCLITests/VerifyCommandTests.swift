@@ -6,6 +6,25 @@ import Testing
 
 /// `arbor verify` from the command line.
 @Suite struct VerifyCommandTests {
+    /// Output that cannot be written (standard output on a full device) fails the command with
+    /// exit status 1 and says so, instead of ending as if all of it were there.
+    @Test func outputThatCannotBeWrittenFailsTheCommand() async throws {
+        try await withJSONStore { url in
+            _ = try await arbor("put", url, "Task", "t", "{\"title\": \"task\"}")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try ChildProcess.executable("arbor"))
+            process.arguments = ["list", url, "--json"]
+            process.standardOutput = FileHandle(forWritingAtPath: "/dev/full")
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 1)
+            #expect(message.contains("cannot write the output"), "\(message)")
+        }
+    }
+
     @Test func intactThenDamagedStore() async throws {
         try await withJSONStore { url in
             for index in 0..<3 { _ = try await arbor("put", url, "Task", "t\(index)", "{\"title\": \"task \(index)\"}") }
