@@ -7,8 +7,9 @@ public struct CloneCommand: StorePairCommand {
         commandName: "clone",
         abstract: "Copy a store with all its history into a new store (migrate without options).",
         discussion: """
-            TO is created when it does not exist; a store with versions is refused and left untouched (an \
-            interrupted clone leaves none, and running it again resumes it). The copy is verified. With --json, \
+            TO is created when it does not exist; a store with versions is refused and left untouched (a clone \
+            interrupted while it copies leaves none, and running it again resumes it; one interrupted while it \
+            verifies has finished its copy: check it with arbor verify TO). The copy is verified. With --json, \
             the summary of arbor migrate.
             """)
 

@@ -30,7 +30,7 @@ public struct GarbageCollectCommand: StoreCommand {
     }
 
     public func run() async throws {
-        Interruption.explainOnInterrupt()
+        Interruption.explainOnInterrupt(.collection)
         try await executeOnStandardOutput()
     }
 

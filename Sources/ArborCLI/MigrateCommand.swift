@@ -8,7 +8,8 @@ public struct MigrateCommand: StorePairCommand {
         abstract: "Copy a whole store into a new store on any engine, and prove the copy.",
         discussion: """
             TO is created when it does not exist; a store with versions is refused and left untouched. A \
-            migration that was interrupted leaves TO without versions, and running it again resumes it. \
+            migration interrupted while it copies leaves TO without versions, and running it again resumes it; \
+            one interrupted while it verifies has finished its copy (check it with arbor verify TO). \
             Copies all history, or with --latest only the state of each head (as versions without parents). \
             Then verifies (unless --no-verify) that the heads are the same on both sides, that every object of \
             TO matches its hash and comes from FROM, and that every object one names is in TO (so every \
@@ -39,8 +40,13 @@ public struct MigrateCommand: StorePairCommand {
     ) async throws {
         let bar = ProgressBar(label: label)
         defer { bar.finish() }
+        let show = bar.handler
         let report = try await stores.withStores(target: .createIfMissing) { from, to in
-            try await from.migrate(to: to, latestOnly: latest, verify: verify, progress: bar.handler)
+            try await from.migrate(to: to, latestOnly: latest, verify: verify) { progress in
+                // Past the copy, the target's heads are set: a rerun would be refused.
+                if progress.phase == .verifying { Interruption.nowDoing(.verifyingCopy) }
+                show?(progress)
+            }
         }
         bar.finish()
         if json {

@@ -80,6 +80,9 @@ extension ConformanceCase {
                 ("delete", { try await backend.delete([object.hash]) }),
                 ("refs", { _ = try await backend.refs() }),
                 ("compareAndSwap", { _ = try await backend.compareAndSwap(ref: "heads", expected: nil, new: object.hash) }),
+                // Calls an adapter may implement on its own handles (the defaults go through those above).
+                ("ancestry", { _ = try await backend.ancestry(of: [object.hash], limit: 10) }),
+                ("enumerateObjects", { try await backend.enumerateObjects(batchSize: 10) { _ in } }),
             ]
             let lending: [(String, @Sendable () async throws -> Void)] = if let lender = backend as? any InPlaceReading {
                 [("withObjectBytes", { _ = try lender.withObjectBytes(object.hash) { $0 == nil } })]
@@ -91,6 +94,11 @@ extension ConformanceCase {
                 try expect(error.backend != nil && error.operation != nil, "the error of \(name) after close",
                            expected: "an ArborError naming the backend and the operation", actual: "backend \(error.backend ?? "nil"), operation \(error.operation ?? "nil")")
             }
+            // An engine that cannot hash says so (false) without touching anything; one that can must refuse.
+            do {
+                let checked = try await backend.enumerateHashesCheckedByEngine(batchSize: 10) { _ in }
+                try expect(!checked, "enumerateHashesCheckedByEngine after close", expected: "closed, or false (the engine cannot hash)", actual: "true")
+            } catch let error as ArborError where error.code == .closed {}
             context.step("closing a second time")
             do { try await backend.close() } catch let error as ArborError where error.code == .closed {}
         },

@@ -32,6 +32,9 @@ struct MigrationCheck {
             }
         }
         let meter = Meter(progress: progress, started: started, versions: report.exchange.versions, expected: report.exchange.objects + 1)  // and the head set
+        // Said at once: the copy is done and its heads are set (a command interrupted from now
+        // on has nothing to resume).
+        meter.report(Pass(), force: true)
 
         // The proof: every object of the target matches its hash and is the source's, and every
         // object it names is in the target, so everything the heads reach is there. What an index
