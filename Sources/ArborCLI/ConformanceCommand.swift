@@ -78,10 +78,12 @@ public struct ConformanceCommand: AsyncParsableCommand {
         }
         let pairs = matrixCases.isEmpty || stores.count < 2
             ? [] : try await ConformanceMatrix(adapters: stores.map(\.adapter)).run(only: matrixCases)
+        // Secrets are taken out of the JSON document's strings, not out of its text: a short
+        // password would otherwise also match digits of numbers, or parts of member names.
         let text = format.json
-            ? Rendering.json(reports, pairs: pairs).serialized(pretty: true)
-            : (reports.map { $0.table() } + (pairs.isEmpty ? [] : [Rendering.matrix(pairs, stores: stores.map(\.location.redacted))])).joined(separator: "\n\n")
-        print(redacted(text), to: &output)
+            ? redacted(Rendering.json(reports, pairs: pairs)).serialized(pretty: true)
+            : redacted((reports.map { $0.table() } + (pairs.isEmpty ? [] : [Rendering.matrix(pairs, stores: stores.map(\.location.redacted))])).joined(separator: "\n\n"))
+        print(text, to: &output)
         return (reports + pairs).allSatisfy(\.succeeded)
     }
 
@@ -102,5 +104,15 @@ public struct ConformanceCommand: AsyncParsableCommand {
     /// `text` without the secrets of any of the URLs.
     func redacted(_ text: String) -> String {
         urls.reduce(text) { StoreLocation.redactingSecrets(of: $1, in: $0) }
+    }
+
+    /// `document` with every string (and member name) ``redacted(_:)``.
+    func redacted(_ document: JSONValue) -> JSONValue {
+        switch document {
+        case .string(let text): .string(redacted(text))
+        case .array(let elements): .array(elements.map(redacted))
+        case .object(let members): .object(members.map { (redacted($0.key), redacted($0.value)) })
+        case .null, .bool, .number: document
+        }
     }
 }
