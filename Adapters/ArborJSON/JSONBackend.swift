@@ -63,7 +63,7 @@ public final class JSONBackend: Backend {
             if FileSystem.exists(path + "/" + markerName) {
                 throw ArborError(.alreadyExists, "a store already exists at \(path)", backend: "json", operation: "create")
             }
-            guard FileSystem.isDirectory(path), try FileSystem.list(path).isEmpty else {
+            guard FileSystem.isDirectory(path), try isEmptyOrUnfinished(path) else {
                 throw ArborError(.alreadyExists, "\(path) exists and is not an empty folder", backend: "json", operation: "create")
             }
             try makeLayout(in: path, madeFolder: false, configuration)
@@ -72,6 +72,18 @@ public final class JSONBackend: Backend {
             try makeLayout(in: path, madeFolder: true, configuration)
         }
         return try JSONBackend(configuration: configuration)
+    }
+
+    /// Whether the folder `path` is empty, or holds only what a create killed before it wrote
+    /// the marker leaves (empty `objects`, `refs` and `tmp` folders, and in `tmp` the marker's
+    /// temporary file): a rerun of `init` finishes such a store instead of refusing the folder.
+    private static func isEmptyOrUnfinished(_ path: String) throws -> Bool {
+        for name in try FileSystem.list(path) {
+            guard ["objects", "refs", "tmp"].contains(name), FileSystem.isDirectory(path + "/" + name) else { return false }
+            let contents = try FileSystem.list(path + "/" + name)
+            guard contents.isEmpty || (name == "tmp" && contents == [markerName]) else { return false }
+        }
+        return true
     }
 
     /// Makes the store's folders and, last, its marker in the empty folder `path`. On failure

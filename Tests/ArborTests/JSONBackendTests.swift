@@ -44,6 +44,27 @@ import Testing
         }
     }
 
+    /// A create killed before it wrote the store's marker leaves empty folders (and perhaps the
+    /// marker's temporary file): creating again finishes the store; anything else in the folder
+    /// still makes it refused.
+    @Test func aCreateKilledBeforeItsMarkerIsFinishedByTheNext() async throws {
+        let path = temporaryPath("json-unfinished")
+        defer { removeItem(path) }
+        for folder in ["", "/objects", "/refs", "/tmp"] { try FileManager.default.createDirectory(atPath: path + folder, withIntermediateDirectories: true) }
+        try Data("{\"form".utf8).write(to: URL(fileURLWithPath: path + "/tmp/arbor-store.json"))
+        let store = Store(backend: try JSONBackend.create(.init(path: path)))
+        try await store.save(Person(id: "p", name: "finished"))
+        #expect(try await fresh(path).value(Person.self, id: "p")?.name == "finished")
+        try await store.close()
+
+        let other = temporaryPath("json-not-unfinished")
+        defer { removeItem(other) }
+        for folder in ["", "/objects", "/refs"] { try FileManager.default.createDirectory(atPath: other + folder, withIntermediateDirectories: true) }
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: other + "/refs/someone-else"))
+        #expect { try JSONBackend.create(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+        #expect(FileManager.default.fileExists(atPath: other + "/refs/someone-else"))
+    }
+
     @Test func objectsAreReadableJSON() async throws {
         try await withStore { path, _, version in
             let commit = try JSONValue.parse(try Array(Data(contentsOf: URL(fileURLWithPath: objectFile(path, version.id)))))
