@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Arbor
 
@@ -167,6 +168,31 @@ import Testing
         #expect(properties["caf\u{E9}"] == .string("decomposed"))
     }
 
+    /// A hand-made record may name one child twice (the encoder never does): a chain of such
+    /// records is decoded a record at a time, not once per path (2^n for a chain of n).
+    @Test func aChildNamedTwiceIsDecodedOnce() async throws {
+        let store = Store(backend: MemoryBackend())
+        var changes = ChangeSet()
+        let depth = 12
+        for level in 0...depth {
+            let next = RecordKey(type: CountedNode.typeName, id: "n\(level + 1)")
+            let below: [PropertyValue] = level < depth ? [.child(next), .child(next)] : []
+            try changes.save(Record(type: CountedNode.typeName, id: "n\(level)", properties: ["below": .array(below)]))
+        }
+        try await store.commit(changes)
+        CountedNode.decoded.withLock { $0 = 0 }
+        let root = try #require(try await store.value(CountedNode.self, id: "n0"))
+        #expect(CountedNode.decoded.withLock { $0 } == depth + 1)
+        var node = root, levels = 0
+        while let first = node.below.first { #expect(node.below.count == 2); node = first; levels += 1 }
+        #expect(levels == depth)
+    }
+
+    @Test func aDecimalNaNIsRefusedWhenEncoded() throws {
+        #expect { try RecordEncoder.records(of: Priced(id: "p", price: .nan)) } throws: { ($0 as? ArborError)?.code == .coding }
+        #expect(try RecordEncoder.records(of: Priced(id: "p", price: Decimal(string: "12.50")!))[0].properties["price"] == .string("12.5"))
+    }
+
     @Test func aChildHeldTwiceIsAnError() throws {
         let note = Note(id: "n", text: "x")
         let task = Task(id: "t", title: "", done: false, notes: [note], pinned: note)
@@ -308,6 +334,26 @@ private struct Code: Codable, Hashable, Sendable {
         var container = encoder.singleValueContainer()
         try container.encode(raw)
     }
+}
+
+/// A value tree node that counts how many times one is decoded.
+private struct CountedNode: Storable {
+    static let decoded = Mutex(0)
+    var id: String
+    var below: [CountedNode]
+
+    init(from decoder: any Decoder) throws {
+        enum Keys: String, CodingKey { case id, below }
+        let container = try decoder.container(keyedBy: Keys.self)
+        id = try container.decodeIfPresent(String.self, forKey: .id) ?? ""
+        below = try container.decode([CountedNode].self, forKey: .below)
+        CountedNode.decoded.withLock { $0 += 1 }
+    }
+}
+
+private struct Priced: Storable {
+    var id: String
+    var price: Decimal
 }
 
 /// A value that writes its properties by hand, its id first, and reads back only its id.

@@ -282,6 +282,13 @@ import Testing
         #expect(try await store.record(RecordKey(type: "T", id: "x"), at: version.id)?.properties["p"] == shallower[0])
     }
 
+    @Test func aLogFromAHeadGivenTwiceListsEachVersionOnce() async throws {
+        let store = Store(backend: MemoryBackend())
+        try await store.save(Person(id: "p", name: "one"))
+        let head = try await store.save(Person(id: "p", name: "two"))
+        #expect(try await store.log(from: [head.id, head.id]).count == 2)
+    }
+
     /// A change set is put in the index's order by its record keys: keys whose types are prefixes
     /// of each other, ids with a NUL or outside ASCII, given in any order, make the same index as
     /// the records committed one at a time.

@@ -7,9 +7,20 @@ public enum RecordDecoder {
         guard let record = records[key] else {
             throw ArborError(.coding, "record \(key) is not among the records to decode")
         }
-        let decoder = PropertyDecoder(value: .map(record.properties), records: records, codingPath: [], depth: 0)
+        let decoder = PropertyDecoder(value: .map(record.properties), records: records, codingPath: [], depth: 0, decoded: DecodedChildren())
         return try Value(from: decoder)
     }
+}
+
+/// The child records one decode has made, by key and type: a record that names a child more
+/// than once (the encoder never writes one; a hand-made `Record` can) is decoded once, not
+/// once per path to it, which for a chain of such records doubled at every level.
+final class DecodedChildren {
+    struct Key: Hashable {
+        let record: RecordKey
+        let type: ObjectIdentifier
+    }
+    var values: [Key: Any] = [:]
 }
 
 struct PropertyDecoder: Decoder {
@@ -17,6 +28,7 @@ struct PropertyDecoder: Decoder {
     let records: [RecordKey: Record]
     let codingPath: [any CodingKey]
     let depth: Int
+    let decoded: DecodedChildren
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -36,7 +48,7 @@ struct PropertyDecoder: Decoder {
     }
 
     func child(_ value: PropertyValue, key: (any CodingKey)?) -> PropertyDecoder {
-        PropertyDecoder(value: value, records: records, codingPath: key.map { codingPath + [$0] } ?? codingPath, depth: depth + 1)
+        PropertyDecoder(value: value, records: records, codingPath: key.map { codingPath + [$0] } ?? codingPath, depth: depth + 1, decoded: decoded)
     }
 
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
@@ -63,7 +75,11 @@ struct PropertyDecoder: Decoder {
             guard let record = records[key] else {
                 throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "child record \(key) is missing"))
             }
-            return try T(from: child(.map(record.properties), key: nil))
+            let memo = DecodedChildren.Key(record: key, type: ObjectIdentifier(T.self))
+            if let known = decoded.values[memo] as? T { return known }
+            let value = try T(from: child(.map(record.properties), key: nil))
+            decoded.values[memo] = value
+            return value
         }
         return try T(from: self)
     }

@@ -98,7 +98,12 @@ final class EncodingContext {
         case let data as Data: return .bytes(Array(data))
         case let url as URL: return .string(url.absoluteString)
         case let reference as any AnyRecordReference: return .reference(reference.key)
-        case let decimal as Decimal: return .string(decimal.description)
+        case let decimal as Decimal:
+            // Its text would not read back: Decimal(string: "NaN") is nil.
+            guard !decimal.isNaN else {
+                throw ArborError(.coding, "a Decimal NaN cannot be stored (at \(codingPath.map(\.stringValue).joined(separator: ".")))")
+            }
+            return .string(decimal.description)
         case let storable as any Storable: return .child(try childRecord(storable))
         case let unordered as any UnorderedCollection:
             return try unordered.canonicalValue(in: self, codingPath: codingPath)

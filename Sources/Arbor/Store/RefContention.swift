@@ -7,10 +7,12 @@ struct RefContention {
     private var failures = 0
 
     /// Waits after a lost swap: a random time up to 1, 2, 4 … 128 ms. Not cut short by
-    /// cancellation, so a commit whose version is written still lands in the head set.
+    /// cancellation, so a commit whose version is written still lands in the head set, and
+    /// waits as it should meanwhile: in a cancelled task `Task.sleep` returns at once, and a
+    /// cancelled writer would retry without a pause. The wait runs in a task of its own.
     mutating func backOff() async {
         failures += 1
-        let ceiling = 1_000 << min(failures - 1, 7)
-        try? await Task.sleep(for: .microseconds(Int.random(in: 0...ceiling)))
+        let wait = Duration.microseconds(Int.random(in: 0...(1_000 << min(failures - 1, 7))))
+        await Task.detached { try? await Task.sleep(for: wait) }.value
     }
 }

@@ -21,7 +21,13 @@ extension Store {
     ) async throws {
         guard batchSize > 0 else { throw ArborError(.invalidInput, "a log's batch size must be at least 1, not \(batchSize)") }
         let start: [Version]
-        if let heads { start = try await versions(heads) } else { start = try await self.heads() }
+        if let heads {
+            // Each once, however often given.
+            var given = Set<Hash>()
+            start = try await versions(heads.filter { given.insert($0).inserted })
+        } else {
+            start = try await self.heads()
+        }
         var pending = NewestFirstQueue()
         for version in start { pending.push(version) }
         var seen = Set(start.map(\.id))
