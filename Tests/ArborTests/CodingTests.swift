@@ -188,6 +188,24 @@ import Testing
         #expect(levels == depth)
     }
 
+    /// A tree of records is written only as deep as it is read back: 85 folders nested in
+    /// arrays (three levels each, as the decoder counts) commit and read back whole; one more
+    /// is refused when encoded, where it used to commit and then fail every read.
+    @Test func aTreeOfRecordsIsWrittenOnlyAsDeepAsItIsRead() async throws {
+        func chain(_ levels: Int) -> Folder {
+            var folder = Folder(id: "f\(levels)", subfolders: [])
+            for level in stride(from: levels - 1, through: 0, by: -1) { folder = Folder(id: "f\(level)", subfolders: [folder]) }
+            return folder
+        }
+        let store = Store(backend: MemoryBackend())
+        try await store.save(chain(85))
+        var folder = try #require(try await store.value(Folder.self, id: "f0"))
+        var depth = 0
+        while let next = folder.subfolders.first { folder = next; depth += 1 }
+        #expect(depth == 85)
+        #expect { try RecordEncoder.records(of: chain(86)) } throws: { ($0 as? ArborError)?.code == .coding }
+    }
+
     @Test func aDecimalNaNIsRefusedWhenEncoded() throws {
         #expect { try RecordEncoder.records(of: Priced(id: "p", price: .nan)) } throws: { ($0 as? ArborError)?.code == .coding }
         #expect(try RecordEncoder.records(of: Priced(id: "p", price: Decimal(string: "12.50")!))[0].properties["price"] == .string("12.5"))
@@ -349,6 +367,11 @@ private struct CountedNode: Storable {
         below = try container.decode([CountedNode].self, forKey: .below)
         CountedNode.decoded.withLock { $0 += 1 }
     }
+}
+
+private struct Folder: Storable {
+    var id: String
+    var subfolders: [Folder]
 }
 
 private struct Priced: Storable {

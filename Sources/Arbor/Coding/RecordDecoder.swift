@@ -2,6 +2,11 @@ import Foundation
 
 /// Rebuilds `Storable` values from records: the inverse of ``RecordEncoder``.
 public enum RecordDecoder {
+    /// How deep a value tree is read: each property, array element and child record is one
+    /// level, and a child record past this many is refused (against unbounded recursion on a
+    /// hostile or damaged store). ``RecordEncoder`` refuses to write a tree deeper than this.
+    static let maximumTreeDepth = 256
+
     /// Decodes the value stored in `key`'s record, resolving child properties from `records`.
     public static func value<Value: Storable>(_ type: Value.Type, key: RecordKey, records: [RecordKey: Record]) throws -> Value {
         guard let record = records[key] else {
@@ -71,7 +76,9 @@ struct PropertyDecoder: Decoder {
         default: break
         }
         if case .child(let key) = value {
-            guard depth < 256 else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "value tree nested deeper than 256 records")) }
+            guard depth < RecordDecoder.maximumTreeDepth else {
+                throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "value tree nested deeper than \(RecordDecoder.maximumTreeDepth) levels"))
+            }
             guard let record = records[key] else {
                 throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "child record \(key) is missing"))
             }

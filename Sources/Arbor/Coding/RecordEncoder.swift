@@ -45,6 +45,8 @@ final class EncodingContext {
     /// The records of the tree, the root first, each with its properties as written.
     var records = [(key: RecordKey, properties: PropertyList)]()
     private var seen = Set<RecordKey>()
+    /// The depth, as ``RecordDecoder`` counts it, of the record being encoded.
+    private var recordDepth = 0
 
     func record<Value: Storable>(for value: Value, typeName: String) throws -> RecordKey {
         let key = RecordKey(type: typeName, id: try RecordEncoder.idString(of: value))
@@ -104,15 +106,25 @@ final class EncodingContext {
                 throw ArborError(.coding, "a Decimal NaN cannot be stored (at \(codingPath.map(\.stringValue).joined(separator: ".")))")
             }
             return .string(decimal.description)
-        case let storable as any Storable: return .child(try childRecord(storable))
+        case let storable as any Storable: return .child(try childRecord(storable, at: codingPath))
         case let unordered as any UnorderedCollection:
             return try unordered.canonicalValue(in: self, codingPath: codingPath)
         default: return nil
         }
     }
 
-    private func childRecord<Value: Storable>(_ value: Value) throws -> RecordKey {
-        try record(for: value, typeName: Value.typeName)
+    /// A nested `Storable` at `codingPath` in the record being encoded, as a record of its own.
+    /// Refused past the depth ``RecordDecoder`` reads back, counted as it counts: each property,
+    /// element and record one level (a tree of records in arrays takes three a record).
+    private func childRecord<Value: Storable>(_ value: Value, at codingPath: [any CodingKey]) throws -> RecordKey {
+        let depth = recordDepth + codingPath.count
+        guard depth < RecordDecoder.maximumTreeDepth else {
+            throw ArborError(.coding, "the value tree nests \(Value.typeName) deeper than a tree is read back (\(RecordDecoder.maximumTreeDepth) levels of properties, elements and records)")
+        }
+        let outer = recordDepth
+        recordDepth = depth + 1
+        defer { recordDepth = outer }
+        return try record(for: value, typeName: Value.typeName)
     }
 }
 
