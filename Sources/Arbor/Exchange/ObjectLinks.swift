@@ -112,6 +112,21 @@ struct ObjectLinks {
         }
     }
 
+    /// The key child `index` of this branch (whose bytes are `bytes`) must start past, so that
+    /// siblings do not overlap: the key the child before it is filed under, as a slice of
+    /// `bytes`; for the first child, `inherited`, the key this node itself must start past.
+    /// `nil` when not known (keys not read, or a root's first child).
+    func lowerKey(ofChild index: Int, in bytes: [UInt8], inherited: ArraySlice<UInt8>?) -> ArraySlice<UInt8>? {
+        index == 0 ? inherited : index <= childKeyRanges.count ? bytes[childKeyRanges[index - 1]] : nil
+    }
+
+    /// Whether this node's first key (in `bytes`, its bytes) is past `lowerKey`; true when
+    /// there is no such key, or the node has no entry.
+    func startsPast(_ lowerKey: ArraySlice<UInt8>?, in bytes: [UInt8]) -> Bool {
+        guard let lowerKey, let first = firstKeyRange else { return true }
+        return compareKeys(bytes[first], lowerKey) > 0
+    }
+
     /// Every object this one names directly.
     var all: [Hash] {
         switch kind {

@@ -395,8 +395,7 @@ final class Transfer {
                         recordsCovered = recordsCovered.addingSaturated(child.count)
                     } else if seen.insert(child.hash).inserted {
                         wanted.append(child.hash)
-                        let lower = index == 0 ? walk.lowerKeys[node.hash]
-                            : index <= node.links.childKeyRanges.count ? node.bytes[node.links.childKeyRanges[index - 1]] : nil
+                        let lower = node.links.lowerKey(ofChild: index, in: node.bytes, inherited: walk.lowerKeys[node.hash])
                         filedAs[child.hash] = (node.hash, child.count, key, walk.level - 1, lower)
                     } else if let first = filedAs[child.hash], first.count == child.count, first.key == key, first.level == walk.level - 1 {
                         // Named again (by another node, or twice by one), and filed alike: copied once.
@@ -477,7 +476,7 @@ final class Transfer {
                             throw ArborError(.corruptObject, "index node \(hash): its last key is not the key node \(filed.parent) files it under", backend: source.engineName, operation: "exchange")
                         }
                         // Past its previous sibling's key too, or lookups and listings disagree.
-                        if let lower = filed.lower, let first = childLinks.firstKeyRange, compareKeys(bytes[first], lower) <= 0 {
+                        guard childLinks.startsPast(filed.lower, in: bytes) else {
                             throw ArborError(.corruptObject, "index node \(hash): its first key is not past the key node \(filed.parent) files its previous sibling under", backend: source.engineName, operation: "exchange")
                         }
                     }

@@ -224,7 +224,7 @@ struct IntegrityWalk {
             }
         }
         let objects = try await fetch(fresh, namedBy: namedBy)
-        var group = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)]()
+        var group = [CheckedNode]()
         for root in fresh {
             guard let bytes = objects[root], let node = node(root, bytes, named: namedBy(root)) else { continue }
             rootCounts[root] = node.recordCount
@@ -257,19 +257,21 @@ struct IntegrityWalk {
         }
     }
 
+    /// An index node whose own checks passed, with its bytes and the key its first key must be
+    /// past (`nil` for a root): its children are checked against it.
+    typealias CheckedNode = (hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)
+
     /// Checks sibling nodes of one level and, level by level, what they name. Each node comes
     /// with its bytes and the key its first key must be past (`nil` for a root): the key its
     /// parent files its previous sibling under, or the parent's own such key for a first child.
-    mutating func checkGroup(_ group: [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)]) async throws {
+    mutating func checkGroup(_ group: [CheckedNode]) async throws {
         var children = [(parent: Hash, child: Hash, count: UInt64, level: Int, key: Int?, lowerKey: ArraySlice<UInt8>?)]()
         var blobs = [(parent: Hash, blob: Hash)]()
         for (hash, node, bytes, lowerKey) in group {
             for (index, child) in node.children.enumerated() {
                 // Keys are there when the node was read with them (``node(_:_:named:)``).
                 let key = index < node.childKeyDigests.count ? node.childKeyDigests[index] : nil
-                // A slice of the parent's bytes: no copy per child.
-                let lower = index == 0 ? lowerKey : index <= node.childKeyRanges.count ? bytes[node.childKeyRanges[index - 1]] : nil
-                children.append((hash, child.hash, child.count, node.level - 1, key, lower))
+                children.append((hash, child.hash, child.count, node.level - 1, key, node.lowerKey(ofChild: index, in: bytes, inherited: lowerKey)))
             }
             for blob in node.blobs { blobs.append((hash, blob)) }
         }
@@ -282,7 +284,7 @@ struct IntegrityWalk {
         let unseen = children.filter { !reached.contains($0.child) }
         for chunk in unseen.chunks(of: Transfer.groupSize) {
             let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
-            var next = [(hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)]()
+            var next = [CheckedNode]()
             for entry in chunk {
                 guard let bytes = fetched[entry.child], let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
                 guard node.level == entry.level, node.recordCount == entry.count else {
@@ -297,7 +299,7 @@ struct IntegrityWalk {
                 }
                 // And its keys come after its previous sibling's: else siblings overlap, and a
                 // key in both is found in one by a lookup and twice by a listing.
-                if let lower = entry.lowerKey, let first = node.firstKeyRange, compareKeys(bytes[first], lower) <= 0 {
+                guard node.startsPast(entry.lowerKey, in: bytes) else {
                     damaged(.corrupt, entry.child, "below node \(entry.parent): its first key is not past the key its previous sibling is filed under")
                     continue
                 }
