@@ -38,6 +38,8 @@ public struct ArborCommand: AsyncParsableCommand {
                 try command.run()
             }
         } catch {
+            // A failure caused by Ctrl-C's own clean-up is not reported: the handler exits.
+            if Interruption.isBeingHandled { try? await Task.sleep(for: .seconds(10)) }
             let code = exitCode(for: error)
             let message = redactedMessage(for: error, arguments: arguments)
             if !message.isEmpty {

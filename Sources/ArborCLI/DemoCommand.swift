@@ -32,8 +32,13 @@ public struct DemoCommand: OutputCommand {
     public func execute(_ output: inout some TextOutputStream) async throws {
         let keep = folder != nil
         let path = folder ?? FileManager.default.temporaryDirectory.appendingPathComponent("arbor-demo-\(UUID().uuidString)").path
-        defer { if !keep { try? FileManager.default.removeItem(atPath: path) } }
         try prepareEmptyFolder(path)
+        // Ctrl-C removes the temporary folder too, as the end of the demo does.
+        let interruptWatch = keep ? nil : Interruption.removeOnInterrupt(path)
+        defer {
+            interruptWatch?.cancel()
+            if !keep { try? FileManager.default.removeItem(atPath: path) }
+        }
         func say(_ line: String = "") { print(line, to: &output) }
 
         say("Arbor demo: versioned stores of Swift values, on several engines, in \(path)")

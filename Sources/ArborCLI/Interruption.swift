@@ -3,13 +3,19 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Dispatch
+import Foundation
 import Synchronization
 
 /// What a command says when Ctrl-C stops it, by what it was doing. Only async-signal-safe calls
 /// happen in the handler: a lock-free load, a write of a constant message and `_exit`.
 private let transferMessage: StaticString = "\ninterrupted: nothing is half-applied (refs change last); run the same command again to finish.\n"
 private let verifyingMessage: StaticString = "\ninterrupted while verifying: the copy is complete and its heads are set; run arbor verify on the target to check it.\n"
+private let scratchRemovedMessage: StaticString = "\ninterrupted: the temporary stores were removed.\n"
 private let collectionMessage: StaticString = "\ninterrupted: what was removed stays removed, and what remains is whole; if another process committed meanwhile, run arbor verify on the store. Run arbor gc again to finish.\n"
+
+/// Whether a Ctrl-C handler that ends the process itself is at work (``Interruption/removeOnInterrupt(_:)``).
+private let handlingInterrupt = Atomic<Bool>(false)
 
 /// ``Interruption/Work`` as its raw value, read by the signal handler.
 private let interruptedWork = Atomic<Int>(Interruption.Work.transfer.rawValue)
@@ -40,6 +46,33 @@ enum Interruption {
             _exit(130)
         }
     }
+
+    /// Makes SIGINT remove the scratch folder `path` and exit with status 130, until the
+    /// returned source is cancelled (then SIGINT stops the process as before). The removal runs on
+    /// a dispatch queue, not in a signal handler, where a file system walk is not allowed.
+    static func removeOnInterrupt(_ path: String) -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler {
+            handlingInterrupt.store(true, ordering: .sequentiallyConsistent)
+            // The work goes on meanwhile: moved aside first, the folder gets no new files by its
+            // path, and a removal that raced one is tried again.
+            let aside = path + ".interrupted"
+            let target = rename(path, aside) == 0 ? aside : path
+            for _ in 0..<20 where FileManager.default.fileExists(atPath: target) {
+                if (try? FileManager.default.removeItem(atPath: target)) == nil { usleep(50_000) }
+            }
+            _ = write(STDERR_FILENO, scratchRemovedMessage.utf8Start, scratchRemovedMessage.utf8CodeUnitCount)
+            _exit(130)
+        }
+        source.setCancelHandler { signal(SIGINT, SIG_DFL) }
+        source.resume()
+        return source
+    }
+
+    /// Whether Ctrl-C is being handled by a handler that exits the process itself: a command
+    /// that fails meanwhile (its folder removed under it) leaves the exit, and what is said, to it.
+    static var isBeingHandled: Bool { handlingInterrupt.load(ordering: .sequentiallyConsistent) }
 
     /// Changes what Ctrl-C says from now on (the handler stays).
     static func nowDoing(_ work: Work) {

@@ -128,6 +128,43 @@ import Testing
         }
     }
 
+    @Test func demoInterruptedRemovesItsTemporaryFolder() async throws {
+        try await withFolder { folder in
+            // The demo is short: a run that ends before the signal lands proves nothing, so try again.
+            for _ in 0..<5 {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: try ChildProcess.executable("arbor"))
+                process.arguments = ["demo"]
+                process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": folder]) { _, new in new }
+                let output = Pipe(), errors = Pipe()
+                process.standardOutput = output
+                process.standardError = errors
+                try process.run()
+                // Its first line names the folder, which exists by then.
+                var printed = Data()
+                while !printed.contains(UInt8(ascii: "\n")) {
+                    let chunk = output.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }
+                    printed += chunk
+                }
+                let scratch = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasPrefix("arbor-demo-") }
+                #expect(scratch.count == 1)
+                process.interrupt()
+                let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                _ = output.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                #expect(try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasPrefix("arbor-demo-") }.isEmpty)
+                guard process.terminationStatus == 130 else {
+                    #expect(process.terminationStatus == 0, "\(said)")
+                    continue
+                }
+                #expect(said.contains("temporary stores were removed"))
+                return
+            }
+            Issue.record("the demo finished before Ctrl-C five times over")
+        }
+    }
+
     @Test func progressLineShowsCountsRateAndETA() {
         let progress = TransferProgress(versionsDone: 3, versionsTotal: 10, objects: 12_345, bytes: 4_500_000, seconds: 2, fractionDone: 0.4)
         let text = progress.line

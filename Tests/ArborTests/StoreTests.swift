@@ -151,6 +151,9 @@ import Testing
             await #expect(throws: ArborError.self) { try await store.resolve("HEAD~x") }
             await #expect(throws: ArborError.self) { try await store.resolve("zzzz") }
             await #expect(throws: ArborError.self) { try await store.resolve("ab") }
+            // The hash of another object (here an index root) names no version, as an absent hash.
+            await #expect { try await store.resolve(v3.root.hex) } throws: { ($0 as? ArborError)?.code == .unknownVersion }
+            await #expect { try await store.resolve(String(repeating: "0", count: 64)) } throws: { ($0 as? ArborError)?.code == .unknownVersion }
         }
     }
 

@@ -184,9 +184,16 @@ public final class Store: Sendable {
             return head
         }
         if let hash = Hash(hex: trimmed) {
-            do { return try await version(hash) } catch let error as ArborError where error.code == .missingObject {
+            let objects: [Hash: [UInt8]]
+            do { objects = try await ObjectFetch.verified([hash], from: backend) } catch let error as ArborError where error.code == .missingObject {
                 throw ArborError(.unknownVersion, "no version \(hash) in this store")
             }
+            // The hash of another object of the store (a node, a blob) is a wrong argument, not damage.
+            if let bytes = objects[hash], bytes.count >= 2, bytes[0] == objectFormatMarker,
+               let kind = ObjectKind(rawValue: bytes[1]), kind != .commit {
+                throw ArborError(.unknownVersion, "\(hash) is a \(kind.name) object of this store, not a version")
+            }
+            return try await versions([hash]) { _ in objects }[0]
         }
         let prefix = trimmed.lowercased()
         guard prefix.count >= 4, prefix.count < 64, prefix.allSatisfy(\.isHexDigit) else {
