@@ -5,7 +5,8 @@ import Foundation
 /// Plain JSON maps to the obvious kinds: `null`, `true`/`false`, strings, arrays, objects (maps);
 /// numbers written without a fraction or exponent are `Int64`, others are doubles. Kinds JSON
 /// lacks are objects with one tag member: `{"$date": "2026-01-02T03:04:05.678Z"}` (plus
-/// `"$interval"`, seconds since 2001, when the date has sub-millisecond precision),
+/// `"$interval"`, seconds since 2001, when the date has sub-millisecond precision; the text
+/// must then be the interval's, so that an edit of one alone is refused, not lost),
 /// `{"$bytes": "<base64>"}`, `{"$double": "nan" | "inf" | "-inf"}`,
 /// `{"$ref": {"type": T, "id": I}}`, `{"$child": {"type": T, "id": I}}`, and `{"$map": {...}}`
 /// for a map whose member names start with `$`. The mapping is lossless both ways.
@@ -78,9 +79,11 @@ extension PropertyValue {
             }
             return .int(number)
         case .object(let members):
-            guard let tag = members.first?.key, tag.hasPrefix("$") else {
+            guard var tag = members.first?.key, tag.hasPrefix("$") else {
                 return .map(try mapMembers(members, depth: depth))
             }
+            // Members have no order in JSON: a date's two may come either way round.
+            if tag == "$interval", members.contains(where: { $0.key == "$date" }) { tag = "$date" }
             func only(_ allowed: Set<String>) throws {
                 for member in members where !allowed.contains(member.key) {
                     throw invalid("unexpected member \(JSONValue.excerpt(member.key)) beside \(JSONValue.excerpt(tag))")
@@ -89,14 +92,24 @@ extension PropertyValue {
             switch tag {
             case "$date":
                 try only(["$date", "$interval"])
-                if let interval = json["$interval"] {
-                    guard case .double(let seconds) = try fromJSON(interval, depth: depth + 1) else { throw invalid("$interval must be a number") }
-                    return .date(Date(timeIntervalSinceReferenceDate: seconds))
-                }
-                guard let text = members[0].value.stringValue, let date = ISODate.parse(text) else {
+                guard let text = json["$date"]?.stringValue, let date = ISODate.parse(text) else {
                     throw invalid("$date must be a date like 2026-01-02T03:04:05.678Z")
                 }
-                return .date(date)
+                guard let interval = json["$interval"] else { return .date(date) }
+                let seconds: Double
+                switch try fromJSON(interval, depth: depth + 1) {
+                case .double(let number): seconds = number
+                case .int(let number): seconds = Double(number)
+                default: throw invalid("$interval must be a number")
+                }
+                // The interval is exact and the text is what a reader edits: an edit of the text
+                // alone must not be dropped in silence.
+                let precise = Date(timeIntervalSinceReferenceDate: seconds)
+                let shown = ISODate.format(precise).text
+                guard shown == text else {
+                    throw invalid("$date \(JSONValue.excerpt(text)) and $interval (\(shown)) disagree: change both, or give $date alone")
+                }
+                return .date(precise)
             case "$bytes":
                 try only(["$bytes"])
                 guard let text = members[0].value.stringValue, let data = Data(base64Encoded: text) else { throw invalid("$bytes must be base64") }

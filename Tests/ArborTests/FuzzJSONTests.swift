@@ -158,7 +158,8 @@ import Testing
         (Array(#"{"d": {"$date": "2026-02-30T00:00:00Z"}}"#.utf8), "$date must be a date"),
         (Array(#"{"d": {"$date": 1}}"#.utf8), "$date must be a date"),
         (Array(#"{"d": {"$date": "2026-01-01T00:00:00Z", "$interval": "x"}}"#.utf8), "$interval must be a number"),
-        (Array(#"{"d": {"$interval": 1, "$date": "2026-01-01T00:00:00Z"}}"#.utf8), "unknown tag $interval"),
+        (Array(#"{"d": {"$interval": 1, "$date": "2026-01-01T00:00:00Z"}}"#.utf8), "$date 2026-01-01T00:00:00Z and $interval (2001-01-01T00:00:01.000Z) disagree"),
+        (Array(#"{"d": {"$interval": 1}}"#.utf8), "unknown tag $interval"),
         (Array(#"{"b": {"$bytes": "not base64!"}}"#.utf8), "$bytes must be base64"),
         (Array(#"{"b": {"$bytes": "3q0=", "extra": 1}}"#.utf8), "unexpected member extra"),
         (Array(#"{"r": {"$ref": "Person/p1"}}"#.utf8), "a record key must be"),
@@ -174,6 +175,17 @@ import Testing
         (Array("{\"a\": 1}\u{0}".utf8), "unexpected text after the document"),
         ([], "unexpected end"),
     ]
+
+    @Test func aDateTakesItsMembersInEitherOrderAndAnIntegerInterval() throws {
+        let precise = Date(timeIntervalSinceReferenceDate: 1.0005)
+        let written = JSONValue(propertyValue: .date(precise)).serialized()
+        #expect(written.contains("$interval"))
+        guard case .object(let members) = try JSONValue.parse(Array(written.utf8)) else { Issue.record("not an object: \(written)"); return }
+        for document in [JSONValue.object(members), .object(members.reversed())] {
+            #expect(try PropertyValue(json: document) == .date(precise))
+        }
+        #expect(try PropertyValue(json: JSONValue.parse(Array(#"{"$date": "2001-01-01T00:00:02.000Z", "$interval": 2}"#.utf8))) == .date(Date(timeIntervalSinceReferenceDate: 2)))
+    }
 
     @Test func hostilePropertyDocumentsAreRefusedClearly() {
         var tally = FuzzTally("CLI property documents (hand-made)")
