@@ -154,7 +154,9 @@ extension PropertyValue {
     /// Properties from a JSON object.
     public static func properties(json: JSONValue) throws -> [String: PropertyValue] {
         guard case .object(let members) = json else { throw invalid("properties must be a JSON object") }
-        return try mapMembers(members, depth: 0)
+        // A property's value is at depth 0, as the canonical bytes count it (the members of a map
+        // are read one deeper than the map).
+        return try mapMembers(members, depth: -1)
     }
 }
 

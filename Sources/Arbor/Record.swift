@@ -13,12 +13,19 @@ public struct Record: Hashable, Sendable {
     }
 
     /// Throws ``ArborError/Code/invalidInput`` unless the record can be stored and read back:
-    /// a valid key, and values nested less than 64 deep (as values encoded from `Storable`
-    /// types are checked while they are encoded).
+    /// a valid key, valid keys of the children it names, and values nested less than 64 deep
+    /// (as values encoded from `Storable` types are checked while they are encoded).
     func validateForStorage() throws {
         try key.validate()
         for (name, value) in properties where !value.fitsValueDepth() {
             throw ArborError(.invalidInput, "property \(String(reflecting: String(name.prefix(80)))) of \(key) nests values \(ByteReader.maximumValueDepth) or more levels deep, deeper than a record is read back")
+        }
+        // A child is found by its index key, which a type name with NUL could share with
+        // another record's: the commit would find one, every read the other.
+        for child in childKeys {
+            do { try child.validate() } catch let error as ArborError {
+                throw ArborError(.invalidInput, "\(key) names child \(child): \(error.message)")
+            }
         }
     }
 

@@ -221,7 +221,7 @@ import Testing
         var value = Everything(id: 1)
         value.uint64 = .max
         #expect { try RecordEncoder.records(of: value) } throws: { error in
-            "\(error)".contains("64-bit signed integer")
+            (error as? ArborError)?.code == .coding && "\(error)".contains("64-bit signed integer")
         }
     }
 
@@ -232,6 +232,36 @@ import Testing
         for _ in 0..<70 { nest = .nested(nest) }
         let value = Deep(id: "d", nested: nest)
         #expect { try RecordEncoder.records(of: value) } throws: { ($0 as? ArborError)?.code == .coding }
+    }
+
+    /// Levels a custom `encode(to:)` adds with nested containers or super encoders lengthen no
+    /// coding path; they are counted all the same, so what commits reads back.
+    @Test func levelsOfNestedContainersAndSuperEncodersCount() throws {
+        struct Nested: Storable {
+            var id: String
+            var levels: Int
+            var viaSuperEncoder: Bool
+            enum Keys: String, CodingKey { case id, next, value }
+            init(id: String, levels: Int, viaSuperEncoder: Bool) { (self.id, self.levels, self.viaSuperEncoder) = (id, levels, viaSuperEncoder) }
+            init(from decoder: any Decoder) throws { (id, levels, viaSuperEncoder) = ("", 0, false) }
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: Keys.self)
+                try container.encode(id, forKey: .id)
+                var nested = container.nestedContainer(keyedBy: Keys.self, forKey: .next)
+                for _ in 1..<levels {
+                    nested = viaSuperEncoder ? nested.superEncoder().container(keyedBy: Keys.self) : nested.nestedContainer(keyedBy: Keys.self, forKey: .next)
+                }
+                try nested.encode(1, forKey: .value)
+            }
+        }
+        for viaSuperEncoder in [false, true] {
+            // Property `next` at depth 0, its innermost map at 62, the value in it at 63: the deepest read back.
+            let deepest = try RecordEncoder.records(of: Nested(id: "n", levels: 63, viaSuperEncoder: viaSuperEncoder))[0]
+            #expect(try RecordCoding.decode(RecordCoding.encode(deepest.properties)) == deepest.properties)
+            #expect { try RecordEncoder.records(of: Nested(id: "n", levels: 64, viaSuperEncoder: viaSuperEncoder)) } throws: { error in
+                (error as? ArborError)?.code == .coding && "\(error)".contains("levels deep")
+            }
+        }
     }
 
     @Test func malformedCanonicalBytesAreRejected() throws {

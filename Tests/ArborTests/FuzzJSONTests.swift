@@ -187,6 +187,17 @@ import Testing
         #expect(try PropertyValue(json: JSONValue.parse(Array(#"{"$date": "2001-01-01T00:00:02.000Z", "$interval": 2}"#.utf8))) == .date(Date(timeIntervalSinceReferenceDate: 2)))
     }
 
+    /// The JSON form reads values exactly as deep as the canonical bytes do: what a record
+    /// holds, `arbor get` prints and `arbor put` takes back.
+    @Test func theDeepestValueARecordHoldsReadsBackFromJSON() throws {
+        func nested(_ levels: Int) -> PropertyValue { (0..<levels).reduce(PropertyValue.null) { inner, _ in .array([inner]) } }
+        let deepest: [String: PropertyValue] = ["a": nested(ByteReader.maximumValueDepth - 1)]
+        #expect(try RecordCoding.decode(RecordCoding.encode(deepest)) == deepest)
+        #expect(try PropertyValue.properties(json: JSONValue.parse(Array(JSONValue(properties: deepest).serialized().utf8))) == deepest)
+        let deeper = JSONValue(properties: ["a": nested(ByteReader.maximumValueDepth)]).serialized()
+        #expect { try PropertyValue.properties(json: JSONValue.parse(Array(deeper.utf8))) } throws: { "\($0)".contains("nested deeper than 64") }
+    }
+
     @Test func hostilePropertyDocumentsAreRefusedClearly() {
         var tally = FuzzTally("CLI property documents (hand-made)")
         for (input, reason) in Self.hostileDocuments {

@@ -30,6 +30,29 @@ import Testing
         #expect(fits.parents == [first.id])
     }
 
+    /// A merge is held to the same limit: two sides that each grew a record to within it can
+    /// merge into one over it, which is refused with nothing written and the heads as they were.
+    @Test func aMergedRecordOverTheSizeLimitIsRefused() async throws {
+        let backend = CountingBackend()
+        let store = Store(backend: backend)
+        let base = try await store.commit({ var c = ChangeSet(); try c.save(Record(type: "Doc", id: "d", properties: [:])); return c }())
+        let half = PropertyValue.bytes([UInt8](repeating: 1, count: Store.maximumRecordSize / 2 + 1))
+        var grown = [Hash]()
+        for name in ["a", "b"] {
+            var changes = ChangeSet()
+            try changes.save(Record(type: "Doc", id: "d", properties: [name: half]))
+            grown.append(try await store.commit(changes, parents: [base.id]).id)
+        }
+        let heads = try await store.heads().map(\.id)
+        backend.reset()
+        await #expect { try await store.mergeHeads(strategy: .mostRecent) } throws: { error in
+            guard let error = error as? ArborError else { return false }
+            return error.code == .invalidInput && error.message.contains("Doc/d") && error.message.contains("256 MiB")
+        }
+        #expect(backend.objectsPut == 0)
+        #expect(Set(try await store.heads().map(\.id)) == Set(heads) && Set(heads) == Set(grown))
+    }
+
     @Test(arguments: AdapterKind.allCases) func valueTreesRoundTrip(kind: AdapterKind) async throws {
         try await withStore(kind) { store in
             let task = Task(id: "t1", title: "Write Arbor", done: false,
@@ -283,6 +306,14 @@ import Testing
         try changes.save(Record(type: "T", id: "x", properties: ["p": shallower[0]]))
         let version = try await store.commit(changes)
         #expect(try await store.record(RecordKey(type: "T", id: "x"), at: version.id)?.properties["p"] == shallower[0])
+
+        // A child whose type name holds a NUL shares its index key with another record's
+        // ("A\0B"/"c" and "A"/"B\0c"): the commit would find that one, every read none.
+        var sharing = ChangeSet()
+        try sharing.save(Record(type: "A", id: "B\u{0}c", properties: [:]))
+        #expect { try sharing.save(Record(type: "P", id: "p", properties: ["c": .child(RecordKey(type: "A\u{0}B", id: "c"))])) } throws: { error in
+            (error as? ArborError)?.code == .invalidInput && "\(error)".contains("names child")
+        }
     }
 
     @Test func aLogFromAHeadGivenTwiceListsEachVersionOnce() async throws {

@@ -69,11 +69,21 @@ final class EncodingContext {
         try checkDepth([])
         let encoder = PropertyEncoder(context: self, codingPath: [])
         try value.encode(to: encoder)
-        if let properties = encoder.storage.resolvedProperties() { return properties }
-        guard case .map(let properties) = encoder.storage.resolved() else {
-            throw ArborError(.coding, "a \(typeName) must encode as a keyed container (a struct or class)")
+        let properties: PropertyList
+        if let resolved = encoder.storage.resolvedProperties() {
+            properties = resolved
+        } else {
+            guard case .map(let resolved) = encoder.storage.resolved() else {
+                throw ArborError(.coding, "a \(typeName) must encode as a keyed container (a struct or class)")
+            }
+            properties = PropertyList(resolved)
         }
-        return PropertyList(properties)
+        // The coding path does not count every level (a nested container of a custom encode(to:),
+        // a super encoder): measure what was built, scalars at once.
+        for (name, value) in properties.entries where !value.fitsValueDepth() {
+            throw ArborError(.coding, "property \(String(reflecting: String(name.prefix(80)))) of a \(typeName) nests values \(ByteReader.maximumValueDepth) or more levels deep, deeper than a record is read back")
+        }
+        return properties
     }
 
     /// Encodes one value, recognising the kinds records store natively.
@@ -229,7 +239,8 @@ struct PropertyEncoder: Encoder {
 
     static func integer<T: BinaryInteger>(_ value: T, at path: [any CodingKey]) throws -> PropertyValue {
         guard let number = Int64(exactly: value) else {
-            throw EncodingError.invalidValue(value, .init(codingPath: path, debugDescription: "\(value) does not fit in a 64-bit signed integer, the integer kind Arbor stores"))
+            let at = path.isEmpty ? "" : " (at \(path.map(\.stringValue).joined(separator: ".")))"
+            throw ArborError(.coding, "\(value) does not fit in a 64-bit signed integer, the integer kind Arbor stores\(at)")
         }
         return .int(number)
     }

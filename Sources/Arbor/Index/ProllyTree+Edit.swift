@@ -12,6 +12,18 @@ struct IndexEdit {
         if let blob { blobs.append(blob) }
         return IndexEdit(key: key, payload: payload)
     }
+
+    /// ``setting(_:toEncoded:blobs:)`` for record `recordKey`, whose canonical `bytes` must fit
+    /// in ``Store/maximumRecordSize``: every writer checks it (a commit, a merge), so that every
+    /// engine can hold every record. Throws ``ArborError/Code/invalidInput`` otherwise.
+    static func settingRecord(_ recordKey: RecordKey, at key: [UInt8], toEncoded bytes: [UInt8], blobs: inout [(hash: Hash, bytes: [UInt8])]) throws -> IndexEdit {
+        guard bytes.count <= Store.maximumRecordSize else {
+            throw ArborError(
+                .invalidInput,
+                "record \(recordKey) is \(bytes.count) bytes encoded, more than the \(Store.maximumRecordSize) (256 MiB) a record may be, so that every engine can hold it: keep large files outside the store and save a reference to them")
+        }
+        return setting(key, toEncoded: bytes, blobs: &blobs)
+    }
 }
 
 extension ProllyTree {

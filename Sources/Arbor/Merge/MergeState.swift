@@ -147,13 +147,18 @@ struct MergeState {
     }
 
     /// The index edits that turn ours' index into the merged one, in key order; large records'
-    /// blobs go to ``blobs``.
-    mutating func edits() -> [IndexEdit] {
+    /// blobs go to ``blobs``. Throws ``ArborError/Code/invalidInput`` for a merged record larger
+    /// than a record may be (two sides each grew it, or a resolver did).
+    mutating func edits() throws -> [IndexEdit] {
         var edits = [IndexEdit]()
         for (key, record) in merged {
             let bytes = record.map { RecordCoding.encode($0.properties) }
             if case .some(let held) = inOurs[key], Self.sameRecord(held, bytes, record) { continue }
-            edits.append(.setting(key.indexBytes, toEncoded: bytes, blobs: &blobs))
+            guard let bytes else {
+                edits.append(IndexEdit(key: key.indexBytes, payload: nil))
+                continue
+            }
+            edits.append(try .settingRecord(key, at: key.indexBytes, toEncoded: bytes, blobs: &blobs))
         }
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
     }

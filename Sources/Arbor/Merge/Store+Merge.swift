@@ -167,7 +167,7 @@ extension Store {
         }
 
         try await state.enforceOwnership(store: self, source: source)
-        let root = try await ProllyTree.apply(state.edits(), to: ours.root, source: source)
+        let root = try await ProllyTree.apply(try state.edits(), to: ours.root, source: source)
 
         let recordCount = try await source.nodeBytes(root).recordCount()
         var objects = state.blobs + source.newObjects(reachableFrom: root)

@@ -235,14 +235,7 @@ struct CommitPlan {
                 edits.append(IndexEdit(key: entry.indexKey, payload: nil))
                 continue
             }
-            let blobCount = blobs.count
-            edits.append(.setting(entry.indexKey, toEncoded: record.bytes, blobs: &blobs))
-            // A blob is the record's canonical bytes after a 2-byte header.
-            if blobs.count > blobCount, blobs[blobCount].bytes.count - 2 > Store.maximumRecordSize {
-                throw ArborError(
-                    .invalidInput,
-                    "record \(record.key) is \(blobs[blobCount].bytes.count - 2) bytes encoded, more than the \(Store.maximumRecordSize) (256 MiB) a record may be, so that every engine can hold it: keep large files outside the store and save a reference to them")
-            }
+            edits.append(try .settingRecord(record.key, at: entry.indexKey, toEncoded: record.bytes, blobs: &blobs))
         }
         return edits
     }
