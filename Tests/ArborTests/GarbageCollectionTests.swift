@@ -167,6 +167,38 @@ import Testing
         #expect(report.rescued > 1_000 && tasks == 1_100)
     }
 
+    /// A collection cancelled during its sweep stops between batches, and still checks a grace
+    /// period later for writers that found a removed object present before it went: a commit
+    /// moving its heads onto the orphan's index after the sweep stopped gets it written back
+    /// (a cancelled collection used to skip that last check, its wait throwing at once).
+    @Test func aCancelledSweepStillWritesBackWhatALateCommitReached() async throws {
+        let inner = MemoryBackend()
+        let orphan = try await orphan(on: inner, count: 400)
+        let backend = LandingCommitBackend(inner, atDelete: 2)
+        let store = Store(backend: backend)
+        try await store.save(Task(id: "kept", title: "kept", done: true))
+        let landed = Mutex<_Concurrency.Task<Hash, any Error>?>(nil)
+        backend.onDelete = {
+            // A writer that found the orphan's objects present moves its heads 50 ms from now;
+            // meanwhile the collection is cancelled.
+            landed.withLock { $0 = _Concurrency.Task.detached {
+                try await _Concurrency.Task.sleep(for: .milliseconds(50))
+                return try await self.revive(orphan.version, on: inner, through: store)
+            } }
+            withUnsafeCurrentTask { $0?.cancel() }
+        }
+        let before = try await inner.allHashes().count
+        await #expect(throws: CancellationError.self) {
+            try await store.collectGarbage(gracePeriod: .milliseconds(300), progress: nil, sweepBatch: 1)
+        }
+        let revived = try await #require(landed.withLock { $0 }).value
+        // It stopped after its second batch, of one object each.
+        #expect(try await inner.allHashes().count >= before - 2)
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        #expect(try await store.values(Task.self, at: revived).count == 400)
+    }
+
     /// A removed node is written back, and the nodes below it that are still there (in later
     /// batches) are kept: the walk that found it missing could not read below it.
     @Test func whatIsBelowAWrittenBackNodeIsKept() async throws {

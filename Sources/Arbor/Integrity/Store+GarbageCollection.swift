@@ -37,6 +37,12 @@ extension Store {
     /// time. Objects removed are kept in memory until the sweep ends, to be written back: a
     /// collection interrupted during the sweep cannot write back what a writer re-used meanwhile.
     ///
+    /// Cancelling the task stops the collection between batches: before the sweep nothing is
+    /// removed; during it, the batches removed are checked once more a grace period later (the
+    /// collection still waits that long) and what a writer re-used is written back; then it
+    /// throws `CancellationError`. A sweep stopped by an error is finished the same way when the
+    /// store can still be reached.
+    ///
     /// - Complexity: O(*N*) reads for the *N* reachable objects, O(*G*) deletes for *G*
     ///   unreachable ones; O(*N* + *G*) hashes in memory, and the bytes of the removed objects.
     @discardableResult
@@ -68,30 +74,44 @@ extension Store {
             candidates.removeAll { walk.reached.contains($0) }
             report.keptLate = late - candidates.count
 
+            // Cancelled while marking: nothing is removed yet, and nothing will be.
+            try Task.checkCancellation()
             var removed = [Hash: [UInt8]]()
             walk.recordsMissing = true
-            for chunk in try await topDown(candidates).chunks(of: max(sweepBatch, 1)) {
-                // What a commit that landed during the sweep reaches is no longer garbage.
-                let batch = chunk.filter { !walk.reached.contains($0.hash) }
-                report.keptLate += chunk.count - batch.count
-                guard !batch.isEmpty else { continue }
-                try await backend.delete(batch.map(\.hash))
-                forgetCached(batch.map(\.hash))
-                for (hash, bytes) in batch {
-                    removed[hash] = bytes
-                    report.removedBytes += bytes.count
+            // Once something is removed, the last check below must run however the sweep ends:
+            // a cancellation stops it between batches, an error (a dropped connection) anywhere.
+            var stopped: (any Error)?
+            do {
+                for chunk in try await topDown(candidates).chunks(of: max(sweepBatch, 1)) {
+                    if Task.isCancelled { throw CancellationError() }
+                    // What a commit that landed during the sweep reaches is no longer garbage.
+                    let batch = chunk.filter { !walk.reached.contains($0.hash) }
+                    report.keptLate += chunk.count - batch.count
+                    guard !batch.isEmpty else { continue }
+                    try await backend.delete(batch.map(\.hash))
+                    forgetCached(batch.map(\.hash))
+                    for (hash, bytes) in batch {
+                        removed[hash] = bytes
+                        report.removedBytes += bytes.count
+                    }
+                    report.removedObjects += batch.count
+                    report.rescued += try await rescue(&walk, from: &removed)
                 }
-                report.removedObjects += batch.count
-                report.rescued += try await rescue(&walk, from: &removed)
+            } catch {
+                stopped = error
             }
-            // A writer that found an object present just before its batch was deleted may move
-            // its heads up to a grace period later.
-            try await Task.sleep(for: gracePeriod)
-            report.rescued += try await rescue(&walk, from: &removed)
-            report.removedObjects -= report.rescued
-            // Again: a read that fetched an object just before its batch was deleted may have
-            // cached it since.
-            forgetCached(removed.keys)
+            if report.removedObjects > 0 {
+                // A writer that found an object present just before its batch was deleted may
+                // move its heads up to a grace period later. The wait runs in a task of its own,
+                // so that a cancelled collection still waits it out.
+                await Task.detached { try? await Task.sleep(for: gracePeriod) }.value
+                report.rescued += try await rescue(&walk, from: &removed)
+                report.removedObjects -= report.rescued
+                // Again: a read that fetched an object just before its batch was deleted may have
+                // cached it since.
+                forgetCached(removed.keys)
+            }
+            if let stopped { throw stopped }
         }
         report.reachableObjects = walk.reached.count
         report.seconds = started.secondsUntilNow
