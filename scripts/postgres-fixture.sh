@@ -63,13 +63,24 @@ stop_cluster() {
       kill -KILL "$pid" 2>/dev/null || true
     fi
   fi
-  rm -rf "$dir"
+  rm -rf "$dir" || log "could not remove $dir"
+}
+
+# Whose clusters this user may remove: its own, or as root those run by `postgres`. Another
+# user's folders are left alone (removing them would fail, and stop every later start).
+ours() {
+  local user
+  user=$(stat -c %U "$1" 2>/dev/null) || return 1
+  if [ "$(id -u)" -eq 0 ]; then [ "$user" = postgres ] || [ "$user" = root ]; else [ "$user" = "$(id -un)" ]; fi
 }
 
 clean_stale() {
   local dir
   for dir in "$prefix"*; do
     [ -d "$dir" ] || continue
+    ours "$dir" || continue
+    # A folder a concurrent start has just made has no owner file yet: not stale.
+    if [ ! -s "$dir/owner" ] && [ -n "$(find "$dir" -maxdepth 0 -newermt '-60 seconds' 2>/dev/null)" ]; then continue; fi
     if ! owner_alive "$dir"; then
       log "removing the cluster left behind in $dir"
       stop_cluster "$dir"
@@ -91,11 +102,20 @@ start() {
     bindir=$(find_bindir) || { log "error: initdb still not found after installing postgresql"; exit 1; }
   fi
 
+  if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
+    log "error: running as root, the server runs as the postgres user, and there is none (install the postgresql package, or run as another user)"
+    exit 1
+  fi
   local dir password port attempt
   dir=$(mktemp -d "${prefix}XXXXXX")
-  echo "$owner $(start_time "$owner")" >"$dir/owner"
-  chmod 755 "$dir"
-  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  # Ctrl-C or a failure before the export lines are printed: nobody else knows the folder yet.
+  trap 'stop_cluster "$dir"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  echo "$owner $(start_time "$owner")" >"$dir/owner.new" && mv "$dir/owner.new" "$dir/owner"
+  # Only the cluster's owner may enter: the socket in it takes local logins without a password.
+  chmod 700 "$dir"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
   password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24)
 
   as_owner "$bindir/initdb" -D "$dir/data" -U postgres -E UTF8 --no-locale \
@@ -105,6 +125,7 @@ start() {
   cat >>"$dir/data/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
+unix_socket_permissions = 0700
 max_connections = 300
 fsync = off
 synchronous_commit = off
@@ -114,7 +135,7 @@ EOF
 
   for attempt in 1 2 3 4 5 6 7 8 9 10; do
     port=$((20000 + RANDOM % 40000))
-    port_in_use "$port" && continue
+    if port_in_use "$port"; then port=""; continue; fi
     if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "-p $port" -w -t 30 start >/dev/null 2>&1; then
       break
     fi
@@ -133,6 +154,7 @@ EOF
     -c "CREATE ROLE arbor LOGIN CREATEDB PASSWORD '$password'" \
     -c "CREATE DATABASE arbor OWNER arbor" >&2 \
     || { stop_cluster "$dir"; exit 1; }
+  trap - EXIT INT TERM
   log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') running on 127.0.0.1:$port in $dir"
   echo "export ARBOR_TEST_POSTGRES_URL=postgres://arbor:$password@127.0.0.1:$port/arbor"
   echo "export ARBOR_TEST_POSTGRES_DIR=$dir"

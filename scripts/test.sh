@@ -5,6 +5,8 @@
 # failure or Ctrl-C; one left by a run that was killed outright is removed by the next run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A cluster this shell started by hand is not this run's to stop.
+unset ARBOR_TEST_POSTGRES_DIR ARBOR_TEST_POSTGRES_URL
 bash scripts/install-dependencies.sh
 swift build --build-tests
 
