@@ -272,7 +272,9 @@ public struct HybridTime: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// The next reading after every time in `parents`, and no earlier than `now`.
     public static func next(after parents: [HybridTime], now: Date = Date()) -> HybridTime {
-        let wall = UInt64(max(0, (now.timeIntervalSince1970 * 1000).rounded(.down)))
+        // Clamped: a clock the application supplies may give any date, an infinite one too.
+        let milliseconds = (now.timeIntervalSince1970 * 1000).rounded(.down)
+        let wall = milliseconds.isNaN || milliseconds <= 0 ? 0 : milliseconds >= 0x1p64 ? UInt64.max : UInt64(milliseconds)
         guard let latest = parents.max() else { return HybridTime(milliseconds: wall) }
         if wall > latest.milliseconds { return HybridTime(milliseconds: wall) }
         if latest.counter == .max {

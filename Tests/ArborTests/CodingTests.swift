@@ -264,6 +264,23 @@ import Testing
         }
     }
 
+    /// A stored double beyond `Float`'s range is an error when read as a `Float`, as
+    /// `JSONDecoder` has it, not infinity in silence; infinities and NaN read as they are.
+    @Test func aDoubleBeyondFloatIsAnErrorReadAsFloat() throws {
+        struct Sample: Storable { var id: String; var ratio: Float }
+        func read(_ value: Double) throws -> Float {
+            let key = RecordKey(type: Sample.typeName, id: "s")
+            return try RecordDecoder.value(Sample.self, key: key, records: [key: Record(key: key, properties: ["id": .string("s"), "ratio": .double(value)])]).ratio
+        }
+        #expect(try read(0.5) == 0.5)
+        #expect(try read(.infinity) == .infinity)
+        #expect(try read(.nan).isNaN)
+        #expect { try read(1e39) } throws: { error in
+            guard case DecodingError.dataCorrupted(let context)? = error as? DecodingError else { return false }
+            return context.debugDescription.contains("does not fit in Float")
+        }
+    }
+
     @Test func malformedCanonicalBytesAreRejected() throws {
         let good = RecordCoding.encode(["a": .int(1), "b": .string("x")])
         #expect(throws: ArborError.self) { try RecordCoding.decode(good + [0]) }  // trailing byte

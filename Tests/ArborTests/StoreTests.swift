@@ -361,6 +361,17 @@ import Testing
         #expect(second.time > first.time)
         #expect(second.time.milliseconds == first.time.milliseconds && second.time.counter == 1)
     }
+
+    /// A clock the application supplies may say anything: before 1970, NaN, past the end of
+    /// `UInt64` milliseconds, infinity. Commits clamp it (an infinite date used to trap).
+    @Test func anyClockReadingMakesACommit() async throws {
+        for (reading, milliseconds) in [(-5.0, UInt64(0)), (.nan, 0), (1e300, .max), (.infinity, .max)] {
+            let store = Store(backend: MemoryBackend(), configuration: .init(replica: "odd", clock: { Date(timeIntervalSince1970: reading) }))
+            let version = try await store.save(Person(id: "p", name: "a"))
+            #expect(version.time.milliseconds == milliseconds)
+            #expect(try await store.save(Person(id: "p", name: "b")).time > version.time)
+        }
+    }
 }
 
 @Suite struct StreamedDiffTests {

@@ -7,6 +7,16 @@ public enum RecordDecoder {
     /// hostile or damaged store). ``RecordEncoder`` refuses to write a tree deeper than this.
     static let maximumTreeDepth = 256
 
+    /// `number` as a `Float`, as `JSONDecoder` reads one: a finite double out of its range is an
+    /// error, not infinity (non-finite values stay what they are).
+    static func float(_ number: Double, at codingPath: [any CodingKey]) throws -> Float {
+        let narrowed = Float(number)
+        guard narrowed.isFinite || !number.isFinite else {
+            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(number) does not fit in Float"))
+        }
+        return narrowed
+    }
+
     /// Decodes the value stored in `key`'s record, resolving child properties from `records`.
     public static func value<Value: Storable>(_ type: Value.Type, key: RecordKey, records: [RecordKey: Record]) throws -> Value {
         guard let record = records[key] else {
@@ -135,7 +145,7 @@ struct KeyedPropertyDecodingContainer<Key: CodingKey>: KeyedDecodingContainerPro
         return text
     }
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try child(key).double() }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { Float(try child(key).double()) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try RecordDecoder.float(try child(key).double(), at: codingPath + [key]) }
     func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try child(key).integer(type) }
     func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try child(key).integer(type) }
     func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try child(key).integer(type) }
@@ -185,7 +195,7 @@ struct UnkeyedPropertyDecodingContainer: UnkeyedDecodingContainer {
     mutating func decode(_ type: Bool.Type) throws -> Bool { try next().decode(type) }
     mutating func decode(_ type: String.Type) throws -> String { try next().decode(type) }
     mutating func decode(_ type: Double.Type) throws -> Double { try next().double() }
-    mutating func decode(_ type: Float.Type) throws -> Float { Float(try next().double()) }
+    mutating func decode(_ type: Float.Type) throws -> Float { try RecordDecoder.float(try next().double(), at: codingPath) }
     mutating func decode(_ type: Int.Type) throws -> Int { try next().integer(type) }
     mutating func decode(_ type: Int8.Type) throws -> Int8 { try next().integer(type) }
     mutating func decode(_ type: Int16.Type) throws -> Int16 { try next().integer(type) }
@@ -218,7 +228,7 @@ struct SinglePropertyDecodingContainer: SingleValueDecodingContainer {
         return text
     }
     func decode(_ type: Double.Type) throws -> Double { try decoder.double() }
-    func decode(_ type: Float.Type) throws -> Float { Float(try decoder.double()) }
+    func decode(_ type: Float.Type) throws -> Float { try RecordDecoder.float(try decoder.double(), at: codingPath) }
     func decode(_ type: Int.Type) throws -> Int { try decoder.integer(type) }
     func decode(_ type: Int8.Type) throws -> Int8 { try decoder.integer(type) }
     func decode(_ type: Int16.Type) throws -> Int16 { try decoder.integer(type) }
