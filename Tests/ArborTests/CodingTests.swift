@@ -268,9 +268,11 @@ import Testing
     /// `JSONDecoder` has it, not infinity in silence; infinities and NaN read as they are.
     @Test func aDoubleBeyondFloatIsAnErrorReadAsFloat() throws {
         struct Sample: Storable { var id: String; var ratio: Float }
-        func read(_ value: Double) throws -> Float {
+        func read(_ number: Double) throws -> Float {
             let key = RecordKey(type: Sample.typeName, id: "s")
-            return try RecordDecoder.value(Sample.self, key: key, records: [key: Record(key: key, properties: ["id": .string("s"), "ratio": .double(value)])]).ratio
+            let records = [key: Record(key: key, properties: ["id": .string("s"), "ratio": .double(number)])]
+            let sample: Sample = try RecordDecoder.value(Sample.self, key: key, records: records)
+            return sample.ratio
         }
         #expect(try read(0.5) == 0.5)
         #expect(try read(.infinity) == .infinity)

@@ -284,6 +284,11 @@ import Testing
             #expect(try await store.heads().map(\.id) == [later.id])
             guard case .fastForward(let single)? = try await store.mergeHeads() else { Issue.record("no fast-forward"); return }
             #expect(single.id == later.id)
+            // Two versions older than the head fast-forward to one of them, which an ancestor
+            // of the head, does not become a head beside it.
+            let latest = try await store.change(on: later) { try $0.save(Task(id: "t", title: "z", done: false)) }
+            guard case .fastForward = try await store.merge(root.id, later.id) else { Issue.record("no fast-forward"); return }
+            #expect(try await store.heads().map(\.id) == [latest.id])
         }
     }
 

@@ -5,7 +5,8 @@ extension Store {
     static let mergeReplica = "merge"
 
     /// Merges version `theirs` into version `ours` and updates the head set: the two are
-    /// replaced by the result (unless the strategy stopped at conflicts).
+    /// replaced by the result (unless the strategy stopped at conflicts). A fast-forward changes
+    /// the heads only when the version passed by was a head.
     ///
     /// Finds the common ancestor (``MergeReport/ancestor``), diffs both sides against it and
     /// merges record by record, property by property. Conflicts are settled by `strategy`
@@ -31,7 +32,13 @@ extension Store {
     public func merge(_ ours: Hash, _ theirs: Hash, strategy: MergeStrategy? = nil) async throws -> MergeOutcome {
         let sides = try await versions([ours, theirs])
         let outcome = try await merge(sides[0], sides[1], strategy: strategy ?? configuration.mergeStrategy)
-        if let result = outcome.version {
+        if case .fastForward(let result) = outcome {
+            // The heads move only when the side passed by was one of them: a fast-forward
+            // between older versions ends on an ancestor of a head, never a head itself.
+            let passed = result.id == ours ? theirs : ours
+            guard passed != result.id, try await headState().heads.contains(passed) else { return outcome }
+            try await updateHeads(removing: [passed], adding: result.id)
+        } else if let result = outcome.version {
             try await updateHeads(removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id)
         }
         return outcome
