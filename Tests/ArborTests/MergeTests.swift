@@ -370,6 +370,45 @@ import Testing
         }
     }
 
+    /// `sync(with:strategy: .ours)` keeps this store's side of a conflict, `.theirs` the other's,
+    /// whichever head's hash sorts first (merging the heads alone picks by hash).
+    @Test func syncWithOursKeepsThisStoresSide() async throws {
+        for strategy in [MergeStrategy.ours, .theirs] {
+            for syncing in 0..<2 {
+                let backends = [MemoryBackend(), MemoryBackend()]
+                let stores = backends.map { Store(backend: $0, configuration: .init(replica: "r")) }
+                let root = try await stores[0].change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)) }
+                try await sync(from: backends[0], to: backends[1])
+                for (index, store) in stores.enumerated() {
+                    try await store.change(on: root) { try $0.save(Task(id: "t", title: "edited on \(index)", done: false)) }
+                }
+                let report = try await stores[syncing].sync(with: stores[1 - syncing], strategy: strategy)
+                #expect(report.heads.count == 1)
+                let kept = strategy == .ours ? syncing : 1 - syncing
+                for store in stores { #expect(try await store.value(Task.self, id: "t")?.title == "edited on \(kept)") }
+            }
+        }
+    }
+
+    /// A configured `.manual` lets the configured per-type overrides settle their conflicts and
+    /// stops at the rest; an explicit one stops at all (``typeResolverAndOverride()``).
+    @Test func aConfiguredManualStrategyKeepsTheOverrides() async throws {
+        var resolvers = MergeResolvers()
+        resolvers.register(Person.self, strategy: .theirs)
+        try await withStore(.memory, strategy: .manual, resolvers: resolvers) { store in
+            let root = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)); try $0.save(Person(id: "p", name: "base")) }
+            let a = try await store.change(on: root) { try $0.save(Person(id: "p", name: "a")) }
+            let b = try await store.change(on: root) { try $0.save(Person(id: "p", name: "b")) }
+            let (version, report) = try merged(try await store.merge(a.id, b.id))
+            #expect(report.resolved.map(\.property) == ["name"])
+            #expect(try await store.value(Person.self, id: "p", at: version.id)?.name == "b")
+            let c = try await store.change(on: root) { try $0.save(Task(id: "t", title: "c", done: false)); try $0.save(Person(id: "p", name: "c")) }
+            let d = try await store.change(on: root) { try $0.save(Task(id: "t", title: "d", done: false)); try $0.save(Person(id: "p", name: "d")) }
+            guard case .conflicts(let left) = try await store.merge(c.id, d.id) else { Issue.record("no conflicts"); return }
+            #expect(left.map(\.property) == ["title"])
+        }
+    }
+
     @Test func sameHeadsGiveTheSameCommitInAnotherStore() async throws {
         let first = MemoryBackend()
         let one = Store(backend: first, configuration: .init(replica: "one"))

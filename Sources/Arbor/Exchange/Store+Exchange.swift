@@ -34,7 +34,8 @@ extension Store {
 
     /// Brings this store and `other` to the same heads: exchanges both ways, merges the heads
     /// here with `strategy` (default: this store's configured strategy) when there are several,
-    /// and sends the merge to `other`. Afterwards both have the same single head, unless the
+    /// and sends the merge to `other`. With ``MergeStrategy/ours`` this store's side wins, with
+    /// ``MergeStrategy/theirs`` the other's. Afterwards both have the same single head, unless the
     /// strategy is ``MergeStrategy/manual`` and the heads conflict: then both keep the same
     /// several heads and the report lists the conflicts.
     ///
@@ -43,11 +44,12 @@ extension Store {
     /// - Complexity: that of two exchanges, a merge and a third exchange of the merge commit.
     @discardableResult
     public func sync(with other: Store, strategy: MergeStrategy? = nil, progress: TransferProgressHandler? = nil) async throws -> SyncReport {
+        let ownHeads = try await headState().heads
         let sent = try await exchange(to: other, progress: progress)
         let received = try await other.exchange(to: self, progress: progress)
         var merge: MergeOutcome?
         if try await headState().heads.count > 1 {
-            merge = try await mergeHeads(strategy: strategy)
+            merge = try await mergeHeads(strategy: strategy, preferring: Set(ownHeads))
         }
         let settled = try await exchange(to: other, progress: progress)
         return SyncReport(sent: sent, received: received, merge: merge, settled: settled)

@@ -8,9 +8,11 @@ public enum MergeStrategy: String, Sendable, CaseIterable {
     /// clock) of the newest version on that side that changed the record. Ties are broken by
     /// the version hash, then by the values, so both directions of a merge agree.
     case mostRecent = "most-recent"
-    /// The first head given to the merge wins.
+    /// The first version given to ``Store/merge(_:_:strategy:)`` wins; in
+    /// ``Store/sync(with:strategy:progress:)``, the side of the store that syncs. Among heads
+    /// merged by ``Store/mergeHeads(strategy:)``, which have no order, the one whose hash sorts first.
     case ours
-    /// The second head given to the merge wins.
+    /// The second version given to the merge wins; in a sync, the other store's side.
     case theirs
     /// No commit: the merge returns its conflicts.
     case manual

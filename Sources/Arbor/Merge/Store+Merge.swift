@@ -11,7 +11,8 @@ extension Store {
     /// Finds the common ancestor (``MergeReport/ancestor``), diffs both sides against it and
     /// merges record by record, property by property. Conflicts are settled by `strategy`
     /// (default: the configuration's), or by a type's override in the configuration's
-    /// ``Configuration/mergeResolvers``. When one side contains the other the result is a
+    /// ``Configuration/mergeResolvers``. An explicit ``MergeStrategy/manual`` stops at every
+    /// conflict; a configured one lets the overrides settle theirs first. When one side contains the other the result is a
     /// fast-forward and nothing is written.
     ///
     /// The merge commit depends only on the two heads and the strategy: its parents are sorted,
@@ -31,7 +32,8 @@ extension Store {
     @discardableResult
     public func merge(_ ours: Hash, _ theirs: Hash, strategy: MergeStrategy? = nil) async throws -> MergeOutcome {
         let sides = try await versions([ours, theirs])
-        let outcome = try await merge(sides[0], sides[1], strategy: strategy ?? configuration.mergeStrategy)
+        let rule = MergeRule(strategy: strategy ?? configuration.mergeStrategy, overridesUnderManual: strategy == nil)
+        let outcome = try await merge(sides[0], sides[1], rule: rule)
         if case .fastForward(let result) = outcome {
             // The heads move only when the side passed by was one of them: a fast-forward
             // between older versions ends on an ancestor of a head, never a head itself.
@@ -52,12 +54,27 @@ extension Store {
     /// joins the two.) Returns `nil` for an empty store, and `.fastForward` of the head when
     /// there is one head.
     ///
+    /// Heads have no order of their own, so with ``MergeStrategy/ours`` and
+    /// ``MergeStrategy/theirs`` the "first" head is the one whose hash sorts first: use
+    /// ``sync(with:strategy:progress:)`` to prefer one replica's side, or ``MergeStrategy/mostRecent``.
+    ///
     /// - Complexity: that of ``merge(_:_:strategy:)`` for each of the `h - 1` pairs; each
     ///   record changed since the heads' ancestor is diffed O(log h) times.
     @discardableResult
     public func mergeHeads(strategy: MergeStrategy? = nil) async throws -> MergeOutcome? {
+        try await mergeHeads(strategy: strategy, preferring: [])
+    }
+
+    /// ``mergeHeads(strategy:)``; with ``MergeStrategy/ours`` or ``MergeStrategy/theirs`` and
+    /// heads both in and out of `preferred`, those in it are "ours": each side is merged to one
+    /// version, then the two, ours first.
+    func mergeHeads(strategy: MergeStrategy?, preferring preferred: Set<Hash>) async throws -> MergeOutcome? {
         let (_, ids) = try await headState()
-        guard let outcome = try await foldHeads(ids, strategy: strategy ?? configuration.mergeStrategy) else { return nil }
+        let rule = MergeRule(strategy: strategy ?? configuration.mergeStrategy, overridesUnderManual: strategy == nil)
+        let ours = ids.filter(preferred.contains)
+        let sides = [MergeStrategy.ours, .theirs].contains(rule.strategy) && !ours.isEmpty && ours.count < ids.count
+            ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
+        guard let outcome = try await foldHeads(sides, rule: rule) else { return nil }
         if let result = outcome.version {
             try await updateHeads(removing: Set(ids), adding: result.id)
         }
@@ -71,51 +88,35 @@ extension Store {
     /// (unreferenced, as any interrupted write) to compute the next.
     public func conflicts() async throws -> [MergeConflict] {
         let (_, ids) = try await headState()
-        if case .conflicts(let conflicts)? = try await foldHeads(ids, strategy: .manual) { return conflicts }
+        if case .conflicts(let conflicts)? = try await foldHeads([ids], rule: MergeRule(strategy: .manual)) { return conflicts }
         return []
     }
 
-    private func foldHeads(_ ids: [Hash], strategy: MergeStrategy) async throws -> MergeOutcome? {
-        // A tournament: neighbours in hash order are merged in pairs, then the results in pairs,
-        // to one. Folding one head at a time into the result made each merge diff everything
-        // merged so far: 3,000 heads took 51 s, quadratic in the heads. Either order is
-        // deterministic; only this one is in O(h log h) records diffed.
-        var round = try await versions(ids.sorted())
-        guard !round.isEmpty else { return nil }
-        var ancestor: Hash?
-        var changed = Set<RecordKey>()
-        var resolved = [MergeConflict]()
-        var merged = false
-        let virtualAncestors = VirtualAncestors()
-        while round.count > 1 {
-            var next = [Version]()
-            next.reserveCapacity((round.count + 1) / 2)
-            for index in stride(from: 0, to: round.count, by: 2) {
-                guard index + 1 < round.count else { next.append(round[index]); continue }
-                switch try await merge(round[index], round[index + 1], strategy: strategy, virtualAncestors: virtualAncestors) {
-                case .fastForward(let version):
-                    next.append(version)
-                case .merged(let version, let report):
-                    next.append(version)
-                    merged = true
-                    ancestor = report.ancestor
-                    changed.formUnion(report.changed)
-                    resolved += report.resolved
-                case .conflicts(let conflicts):
-                    return .conflicts(conflicts)
-                }
+    /// Merges each of `sides` to one version by a tournament over its heads in hash order, then
+    /// those versions, in the order of `sides`, the same way.
+    private func foldHeads(_ sides: [[Hash]], rule: MergeRule) async throws -> MergeOutcome? {
+        var fold = HeadFold()
+        var results = [Version]()
+        for side in sides {
+            guard let result = try await fold.tournament(try await versions(side.sorted()), rule: rule, store: self) else {
+                return fold.conflicts.map { .conflicts($0) }
             }
-            round = next
+            results.append(result)
         }
-        guard merged else { return .fastForward(round[0]) }
-        let report = MergeReport(ancestor: ancestor, changed: changed.sorted(), resolved: resolved.sorted(by: MergeConflict.canonicalOrder))
-        return .merged(round[0], report)
+        guard let result = try await fold.tournament(results, rule: rule, store: self) else { return fold.conflicts.map { .conflicts($0) } }
+        return fold.outcome(result)
     }
 
     /// Merges two versions and writes the merge commit's objects; the head set is left alone.
     ///
     /// `virtualAncestors` are those merged before in the same operation.
     func merge(_ ours: Version, _ theirs: Version, strategy: MergeStrategy, virtualAncestors: VirtualAncestors = VirtualAncestors()) async throws -> MergeOutcome {
+        try await merge(ours, theirs, rule: MergeRule(strategy: strategy), virtualAncestors: virtualAncestors)
+    }
+
+    /// ``merge(_:_:strategy:virtualAncestors:)`` by `rule`.
+    func merge(_ ours: Version, _ theirs: Version, rule: MergeRule, virtualAncestors: VirtualAncestors = VirtualAncestors()) async throws -> MergeOutcome {
+        let strategy = rule.strategy
         let ancestry = try await CommonAncestor.find(ours, theirs, store: self)
         if ancestry.ancestor?.id == theirs.id { return .fastForward(ours) }
         if ancestry.ancestor?.id == ours.id { return .fastForward(theirs) }
@@ -132,7 +133,7 @@ extension Store {
             if result.conflicts.isEmpty { state.merged[key] = .some(result.merged) } else { pending.append((recordMerge, result)) }
         }
         let conflicts = pending.flatMap(\.result.conflicts).sorted(by: MergeConflict.canonicalOrder)
-        if strategy == .manual, !conflicts.isEmpty { return .conflicts(conflicts) }
+        if strategy == .manual, !rule.overridesUnderManual, !conflicts.isEmpty { return .conflicts(conflicts) }
 
         // Settle them: a type's override, else the strategy.
         var manual = [MergeConflict]()
@@ -282,4 +283,60 @@ final class VirtualAncestors {
     var byCandidates: [Key: Version?] = [:]
     /// Levels of virtual ancestors being built, one inside the other.
     var depth = 0
+}
+
+/// A merge's strategy, and whether per-type overrides still settle conflicts when it is
+/// ``MergeStrategy/manual``: they do when the strategy is the configured default, not when a
+/// caller asked for manual explicitly (to see every conflict).
+struct MergeRule {
+    var strategy: MergeStrategy
+    var overridesUnderManual = false
+}
+
+/// The merges of a tournament of heads, and what they did.
+private struct HeadFold {
+    var ancestor: Hash?
+    var changed = Set<RecordKey>()
+    var resolved = [MergeConflict]()
+    var merged = false
+    /// The conflicts a manual merge stopped at, when one did.
+    var conflicts: [MergeConflict]?
+    let virtualAncestors = VirtualAncestors()
+
+    /// Merges `round` to one version: neighbours in pairs, then the results in pairs. Folding
+    /// one head at a time into the result made each merge diff everything merged so far: 3,000
+    /// heads took 51 s, quadratic in the heads; this is O(h log h) records diffed. `nil` when a
+    /// merge stopped at conflicts (in ``conflicts``) or `round` is empty.
+    mutating func tournament(_ round: [Version], rule: MergeRule, store: Store) async throws -> Version? {
+        var round = round
+        guard !round.isEmpty else { return nil }
+        while round.count > 1 {
+            var next = [Version]()
+            next.reserveCapacity((round.count + 1) / 2)
+            for index in stride(from: 0, to: round.count, by: 2) {
+                guard index + 1 < round.count else { next.append(round[index]); continue }
+                switch try await store.merge(round[index], round[index + 1], rule: rule, virtualAncestors: virtualAncestors) {
+                case .fastForward(let version):
+                    next.append(version)
+                case .merged(let version, let report):
+                    next.append(version)
+                    merged = true
+                    ancestor = report.ancestor
+                    changed.formUnion(report.changed)
+                    resolved += report.resolved
+                case .conflicts(let found):
+                    conflicts = found
+                    return nil
+                }
+            }
+            round = next
+        }
+        return round[0]
+    }
+
+    /// The outcome of the whole fold, ending on `result`.
+    func outcome(_ result: Version) -> MergeOutcome {
+        guard merged else { return .fastForward(result) }
+        return .merged(result, MergeReport(ancestor: ancestor, changed: changed.sorted(), resolved: resolved.sorted(by: MergeConflict.canonicalOrder)))
+    }
 }
