@@ -3,6 +3,13 @@
 ///
 /// Rules every implementation keeps:
 /// - `put` is idempotent: putting an object that exists is a no-op.
+/// - `put` stores its objects durably before it returns, and never an object before those given
+///   ahead of it in the same call: the core gives what an object names before the object, and an
+///   exchange that finds an object present takes all it names to be there. One transaction per
+///   call, or writing in the order given, keeps this; a `put` that fails or is cut short may
+///   leave a prefix of its objects stored, never a later object without an earlier one.
+/// - `put` takes calls of any size: a commit puts all its objects in one call, whatever
+///   ``writeBatchLimit`` says (that is a hint for transfers).
 /// - `get` returns bytes exactly as they were put; objects it does not have are left out of the result.
 /// - `compareAndSwap` is atomic, also across processes that share the store: a crash leaves the
 ///   ref at its old or its new value.

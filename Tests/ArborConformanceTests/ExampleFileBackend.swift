@@ -104,11 +104,28 @@ final class ExampleFileBackend: Backend {
     func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
         try withOpenState("put") { state, log in
             var records = [UInt8]()
-            for (hash, bytes) in objects where state.objects[hash] == nil {
+            var added = [Hash: [UInt8]]()
+            for (hash, bytes) in objects where state.objects[hash] == nil && added[hash] == nil {
                 records += Self.record(0, hash, bytes)
-                state.objects[hash] = bytes
+                added[hash] = bytes
             }
+            // The objects count as stored only once their records are written: after a failed
+            // write (a full disk) they are not, and a retried put writes them again.
+            try Self.append(records, to: log)
+            state.objects.merge(added) { old, _ in old }
+        }
+    }
+
+    /// Appends `records` to the log, or, when the write fails, cuts off what part of them made
+    /// it, so that a later append does not follow a torn record (replay stops at the first).
+    private static func append(_ records: [UInt8], to log: FileHandle) throws {
+        guard !records.isEmpty else { return }
+        let end = try log.seekToEnd()
+        do {
             try log.write(contentsOf: records)
+        } catch {
+            try? log.truncate(atOffset: end)
+            throw error
         }
     }
 
@@ -121,11 +138,9 @@ final class ExampleFileBackend: Backend {
 
     func delete(_ hashes: [Hash]) async throws {
         try withOpenState("delete") { state, log in
-            var records = [UInt8]()
-            for hash in hashes where state.objects.removeValue(forKey: hash) != nil {
-                records += Self.record(1, hash, [])
-            }
-            try log.write(contentsOf: records)
+            let present = Set(hashes.filter { state.objects[$0] != nil })
+            try Self.append(present.flatMap { Self.record(1, $0, []) }, to: log)
+            for hash in present { state.objects[hash] = nil }
         }
     }
 
