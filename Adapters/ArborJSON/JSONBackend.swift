@@ -1,4 +1,5 @@
 import Arbor
+import Dispatch
 import Synchronization
 
 /// A store in a folder a person can read: every object a pretty-printed JSON file, every ref a
@@ -42,6 +43,10 @@ public final class JSONBackend: Backend {
     /// writing and nothing can change, and once the store is closed.
     private let refLock: Mutex<FileSystem.Lock?>
     private let isClosed = Atomic<Bool>(false)
+    /// Where writes run: a put syncs files and folders, a swap may wait for another process's
+    /// lock without limit, and neither may hold a thread of Swift's cooperative pool meanwhile
+    /// (on two cores, two such waits would stall every task of the process).
+    private let blockingQueue = DispatchQueue(label: "arbor.json.blocking", attributes: .concurrent)
     /// Whether the store was opened on a read-only file system (a snapshot, a backup mounted
     /// read-only): it can be read, and every write throws ``ArborError/Code/permissionDenied``.
     public let isReadOnly: Bool
@@ -203,8 +208,19 @@ public final class JSONBackend: Backend {
         return Set(hashes.filter { FileSystem.exists(objectPath($0)) })
     }
 
+    /// Runs `body` on ``blockingQueue`` and waits for it without holding a pool thread.
+    private func offPool<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            blockingQueue.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
         try checkWritable("put")
+        try await offPool { try self.write(objects) }
+    }
+
+    private func write(_ objects: [(hash: Hash, bytes: [UInt8])]) throws {
         var touchedShards = Set<String>()
         for (hash, bytes) in objects {
             let path = objectPath(hash)
@@ -244,7 +260,7 @@ public final class JSONBackend: Backend {
 
     public func delete(_ hashes: [Hash]) async throws {
         try checkWritable("delete")
-        for hash in hashes { try FileSystem.remove(objectPath(hash)) }
+        try await offPool { for hash in hashes { try FileSystem.remove(self.objectPath(hash)) } }
     }
 
     // MARK: Refs
@@ -271,6 +287,10 @@ public final class JSONBackend: Backend {
     public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
         try checkWritable("compareAndSwap")
         try RefName.validate(name, backend: engineName)
+        return try await offPool { try self.swap(name, expected: expected, new: new) }
+    }
+
+    private func swap(_ name: String, expected: Hash?, new: Hash?) throws -> Bool {
         let path = refPath(name)
         return try refLock.withLock { lock in
             // nil: closed meanwhile (a read-only store threw in checkWritable already).

@@ -1,5 +1,6 @@
 import ArborJSON
 import Foundation
+import Synchronization
 import Testing
 @testable import Arbor
 
@@ -16,6 +17,31 @@ import Testing
     func objectFile(_ path: String, _ hash: Hash) -> String { "\(path)/objects/\(hash.hex.prefix(2))/\(hash.hex).json" }
 
     func fresh(_ path: String) throws -> Store { Store(backend: try JSONBackend.open(.init(path: path)), configuration: .init(nodeCacheCapacity: 0)) }
+
+    /// Swaps waiting for another process's lock on the refs wait off Swift's cooperative pool:
+    /// while four of them wait, other tasks of the process still run (they used to block every
+    /// pool thread, so nothing else ran until the lock was let go).
+    @Test func swapsWaitingForAnotherProcessesLockLeaveThePoolFree() async throws {
+        try await withStore { path, store, version in
+            // Another holder of the lock, as another process would be (flock is per open file).
+            let descriptor = open(path + "/refs.lock", O_RDWR | O_CLOEXEC)
+            try #require(descriptor >= 0 && flock(descriptor, LOCK_EX) == 0)
+            let released = Atomic<Bool>(false)
+            DispatchQueue.global().asyncAfter(deadline: .now() + 3) {
+                released.store(true, ordering: .sequentiallyConsistent)
+                flock(descriptor, LOCK_UN)
+                close(descriptor)
+            }
+            let swaps = (0..<4).map { index in
+                _Concurrency.Task { try await store.backend.compareAndSwap(ref: "waiting-\(index)", expected: nil, new: version.id) }
+            }
+            try await _Concurrency.Task.sleep(for: .milliseconds(200))
+            // Runs at once, or, with the pool's threads all held, only after the lock is let go.
+            let ranWhileLocked = await _Concurrency.Task { !released.load(ordering: .sequentiallyConsistent) }.value
+            #expect(ranWhileLocked)
+            for swap in swaps { #expect(try await swap.value) }
+        }
+    }
 
     @Test func openingAndCreatingReportMistakes() async throws {
         try await withStore { path, store, version in
