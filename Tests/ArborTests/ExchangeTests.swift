@@ -880,3 +880,37 @@ final class LosingBackend: ForwardingBackend {
         try await inner.put(kept)
     }
 }
+
+/// Cancels the task that makes its `cancelAt`th `get`, as a caller giving up mid-transfer would.
+final class CancellingBackend: ForwardingBackend {
+    let inner: any Backend
+    let cancelAt: Int
+    let gets = Atomic<Int>(0)
+    init(_ inner: any Backend, cancelAt: Int) { (self.inner, self.cancelAt) = (inner, cancelAt) }
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        if gets.add(1, ordering: .relaxed).newValue == cancelAt { withUnsafeCurrentTask { $0?.cancel() } }
+        return try await inner.get(hashes)
+    }
+}
+
+extension ExchangeTests {
+    /// A cancelled exchange or migration stops at its next request with `CancellationError`,
+    /// the target's heads untouched; run again, it finishes the job. (Cancellation was ignored:
+    /// the transfer ran to its end and reported success.)
+    @Test func aCancelledTransferStopsAndResumes() async throws {
+        for migrating in [false, true] {
+            let source = MemoryBackend()
+            let head = try await fill(Store(backend: source), tasks: 3_000, commits: 4)
+            let target = Store(backend: MemoryBackend())
+            let cancelling = Store(backend: CancellingBackend(source, cancelAt: 3))
+            await #expect(throws: CancellationError.self) {
+                if migrating { try await cancelling.migrate(to: target) } else { try await cancelling.exchange(to: target) }
+            }
+            #expect(try await target.backend.refs().isEmpty)
+            let report = try await Store(backend: source).exchange(to: target)
+            #expect(report.heads == [head.id])
+            #expect(try await target.verify().isIntact)
+            #expect(try await target.values(Task.self).count == 3_000)
+        }
+    }
+}

@@ -142,13 +142,20 @@ struct MigrationCheck {
         account: (Checked) async throws -> Void
     ) async throws {
         var inFlight: Task<Checked, any Error>?
-        defer { inFlight?.cancel() }
-        try await target.enumerateObjects(batchSize: Transfer.requestSize) { batch in
-            let previous = inFlight
-            inFlight = Task { try await check(batch) }
-            if let previous { try await account(try await previous.value) }
+        do {
+            try await target.enumerateObjects(batchSize: Transfer.requestSize) { batch in
+                try Task.checkCancellation()
+                let previous = inFlight
+                inFlight = Task { try await check(batch) }
+                if let previous { try await account(try await previous.value) }
+            }
+            if let last = inFlight { try await account(try await last.value) }
+        } catch {
+            // The check in flight stops and is waited for: none of its work outlives the call.
+            inFlight?.cancel()
+            _ = try? await inFlight?.value
+            throw error
         }
-        if let last = inFlight { try await account(try await last.value) }
     }
 
     /// A batch of the target's objects, checked: their hashes, what they name outside the batch,

@@ -59,6 +59,8 @@ final class Transfer {
         // The writer keeps the filter exactly when the target started empty.
         if let landed = writer.landed { ask.removeAll { !landed.mayContain($0) } }
         for chunk in ask.chunks(of: Transfer.requestSize) {
+            // Every request is a safe point to stop at: the target's refs change last.
+            try Task.checkCancellation()
             rounds += 1
             present.formUnion(try await target.contains(chunk))
         }
@@ -69,6 +71,7 @@ final class Transfer {
     func fetch(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
         for chunk in hashes.chunks(of: Transfer.requestSize) {
+            try Task.checkCancellation()
             result.merge(try await ObjectFetch.verified(chunk, from: source)) { first, _ in first }
         }
         return result

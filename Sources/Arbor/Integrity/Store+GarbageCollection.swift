@@ -105,6 +105,7 @@ extension Store {
                 // move its heads up to a grace period later. The wait runs in a task of its own,
                 // so that a cancelled collection still waits it out.
                 await Task.detached { try? await Task.sleep(for: gracePeriod) }.value
+                walk.stopsWhenCancelled = false
                 report.rescued += try await rescue(&walk, from: &removed)
                 report.removedObjects -= report.rescued
                 // Again: a read that fetched an object just before its batch was deleted may have

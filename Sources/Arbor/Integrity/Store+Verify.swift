@@ -65,6 +65,9 @@ struct IntegrityWalk {
     private var rootCounts = [Hash: UInt64]()
     private let started = ContinuousClock.now
     private var historyReader: HistoryReader
+    /// Whether a cancelled task stops the walk (at its next read). A collection that has
+    /// removed objects turns it off for its last marking, which must run all the same.
+    var stopsWhenCancelled = true
 
     init(backend: any Backend, progress: TransferProgressHandler?) {
         self.backend = backend
@@ -115,6 +118,7 @@ struct IntegrityWalk {
         for hash in hashes where reached.insert(hash).inserted { fresh.append(hash) }
         var intact = [Hash: [UInt8]](minimumCapacity: fresh.count)
         for chunk in fresh.chunks(of: Transfer.requestSize) {
+            if stopsWhenCancelled { try Task.checkCancellation() }
             let objects = versions ? try await historyReader.uncheckedObjects(chunk) : try await backend.get(chunk)
             for hash in chunk {
                 report.reachableObjects += 1
