@@ -11,8 +11,9 @@ extension Store {
     /// is checked against its hash, so a corrupt source object stops the exchange (naming it)
     /// before any ref changes.
     ///
-    /// Idempotent and resumable: an exchange that fails or is killed at any point can simply be
-    /// run again; it finds what already landed and copies nothing twice. Stores that are already
+    /// Idempotent and resumable: an exchange that fails, is cancelled (it stops at its next
+    /// request with `CancellationError`) or is killed at any point can simply be run again; it
+    /// finds what already landed and copies nothing twice. Stores that are already
     /// in sync find that out from their refs alone.
     ///
     /// The stores may be on any two backends; the exchange only uses the ``Backend`` protocol.

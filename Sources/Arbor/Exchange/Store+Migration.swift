@@ -25,6 +25,11 @@ extension Store {
     /// ``Backend/enumerateHashesCheckedByEngine(batchSize:_:)``); only when the digests differ is
     /// the target read and checked whole.
     ///
+    /// Cancelling the task stops the migration at its next request with `CancellationError`.
+    /// During the copy, nothing is half-applied and running it again finishes the job; during
+    /// the verification, the copy is complete and its heads are set (``verify(progress:)`` on
+    /// the target checks it).
+    ///
     /// - Complexity: O(*N*) objects read and written for the *N* objects the history needs
     ///   (with `latestOnly`, the objects of the heads' indexes); to verify, one pass over the
     ///   target's objects (``Backend/enumerateObjects(batchSize:_:)``), with O(*N*) existence
