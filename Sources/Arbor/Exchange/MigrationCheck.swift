@@ -15,6 +15,10 @@ struct MigrationCheck {
     /// the objects the copy wrote.
     func run(_ report: inout MigrationReport, progress: TransferProgressHandler? = nil) async throws {
         let started = ContinuousClock.now
+        let meter = Meter(progress: progress, started: started, versions: report.exchange.versions, expected: report.exchange.objects + 1)  // and the head set
+        // Said at once, before any request: the copy is done and its heads are set (a command
+        // interrupted from now on has nothing to resume).
+        meter.report(Pass(), force: true)
         let sourceState = try await Transfer.headState(of: source)
         let targetState = try await Transfer.headState(of: target)
         var allowedNew = Set<Hash>()
@@ -31,10 +35,6 @@ struct MigrationCheck {
                 throw failure("the heads ref names \(targetState.ref.map(\.description) ?? "nothing") in the target but \(sourceState.ref.map(\.description) ?? "nothing") in the source")
             }
         }
-        let meter = Meter(progress: progress, started: started, versions: report.exchange.versions, expected: report.exchange.objects + 1)  // and the head set
-        // Said at once: the copy is done and its heads are set (a command interrupted from now
-        // on has nothing to resume).
-        meter.report(Pass(), force: true)
 
         // The proof: every object of the target matches its hash and is the source's, and every
         // object it names is in the target, so everything the heads reach is there. What an index
