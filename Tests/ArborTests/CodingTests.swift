@@ -206,6 +206,20 @@ import Testing
         #expect { try RecordEncoder.records(of: chain(86)) } throws: { ($0 as? ArborError)?.code == .coding }
     }
 
+    /// Two types that both default to one type name (their names without what they are nested
+    /// in) would overwrite each other's records: once both are known, neither is written.
+    @Test func twoTypesWithOneDefaultNameAreRefused() throws {
+        enum Inbox { struct Gadget: Storable { var id: String } }
+        enum Archive { struct Gadget: Storable { var id: String } }
+        #expect(try RecordEncoder.records(of: Inbox.Gadget(id: "1"))[0].key.type == "Gadget")
+        #expect(Archive.Gadget.typeName == "Gadget")
+        for encode in [{ try RecordEncoder.records(of: Inbox.Gadget(id: "1")) }, { try RecordEncoder.records(of: Archive.Gadget(id: "1")) }] {
+            #expect { try encode() } throws: { error in
+                (error as? ArborError)?.code == .coding && "\(error)".contains("Inbox.Gadget and") && "\(error)".contains("Archive.Gadget")
+            }
+        }
+    }
+
     @Test func aDecimalNaNIsRefusedWhenEncoded() throws {
         #expect { try RecordEncoder.records(of: Priced(id: "p", price: .nan)) } throws: { ($0 as? ArborError)?.code == .coding }
         #expect(try RecordEncoder.records(of: Priced(id: "p", price: Decimal(string: "12.50")!))[0].properties["price"] == .string("12.5"))
@@ -237,7 +251,7 @@ import Testing
     /// Levels a custom `encode(to:)` adds with nested containers or super encoders lengthen no
     /// coding path; they are counted all the same, so what commits reads back.
     @Test func levelsOfNestedContainersAndSuperEncodersCount() throws {
-        struct Nested: Storable {
+        struct ContainerChain: Storable {
             var id: String
             var levels: Int
             var viaSuperEncoder: Bool
@@ -256,9 +270,9 @@ import Testing
         }
         for viaSuperEncoder in [false, true] {
             // Property `next` at depth 0, its innermost map at 62, the value in it at 63: the deepest read back.
-            let deepest = try RecordEncoder.records(of: Nested(id: "n", levels: 63, viaSuperEncoder: viaSuperEncoder))[0]
+            let deepest = try RecordEncoder.records(of: ContainerChain(id: "n", levels: 63, viaSuperEncoder: viaSuperEncoder))[0]
             #expect(try RecordCoding.decode(RecordCoding.encode(deepest.properties)) == deepest.properties)
-            #expect { try RecordEncoder.records(of: Nested(id: "n", levels: 64, viaSuperEncoder: viaSuperEncoder)) } throws: { error in
+            #expect { try RecordEncoder.records(of: ContainerChain(id: "n", levels: 64, viaSuperEncoder: viaSuperEncoder)) } throws: { error in
                 (error as? ArborError)?.code == .coding && "\(error)".contains("levels deep")
             }
         }

@@ -21,18 +21,50 @@ extension Storable {
 /// The default type names, worked out once per type: `String(describing:)` of a metatype first
 /// asks the runtime whether it conforms to three printing protocols, which cost more than the
 /// rest of encoding a small record (12% of a bulk commit's time), and every record asks.
+///
+/// `String(describing:)` leaves out what a type is nested in, so `Inbox.Item` and
+/// `Archive.Item` would both be stored as `Item`, one overwriting the other's records. The
+/// table remembers which type took each name; a second type taking it makes the name ambiguous,
+/// and the encoder refuses to write records under it (``ambiguity(of:)``).
 enum DefaultTypeNames {
-    private static let names = Mutex<[ObjectIdentifier: String]>([:])
+    private struct Table {
+        var names: [ObjectIdentifier: String] = [:]
+        /// Each default name, with the type that took it first (as `String(reflecting:)` says it).
+        var claims: [String: (type: ObjectIdentifier, fullName: String)] = [:]
+        /// Names two or more types took, with those types' full names.
+        var ambiguous: [String: [String]] = [:]
+    }
+
+    private static let table = Mutex(Table())
+    /// Whether any name is ambiguous: the encoder's check costs a load while none is.
+    private static let anyAmbiguous = Atomic<Bool>(false)
 
     /// `String(describing: type)`, from the table after the first time.
     ///
     /// - Complexity: O(1), after the first call for `type`.
     static func name(of type: Any.Type) -> String {
         let id = ObjectIdentifier(type)
-        if let name = names.withLock({ $0[id] }) { return name }
+        if let name = table.withLock({ $0.names[id] }) { return name }
         let name = String(describing: type)
-        names.withLock { $0[id] = name }
+        let fullName = String(reflecting: type)
+        table.withLock { table in
+            table.names[id] = name
+            guard let claim = table.claims[name] else {
+                table.claims[name] = (id, fullName)
+                return
+            }
+            guard claim.type != id else { return }
+            table.ambiguous[name, default: [claim.fullName]].append(fullName)
+            anyAmbiguous.store(true, ordering: .releasing)
+        }
         return name
+    }
+
+    /// Why records may not be written under `name`: two types of this process both have it as
+    /// their default type name. `nil` when they may.
+    static func ambiguity(of name: String) -> String? {
+        guard anyAmbiguous.load(ordering: .acquiring), let types = table.withLock({ $0.ambiguous[name] }) else { return nil }
+        return "\(types.joined(separator: " and ")) are all stored as \"\(name)\" by default, and would overwrite each other's records: give each a typeName of its own"
     }
 }
 
