@@ -409,6 +409,20 @@ import Testing
         }
     }
 
+    /// A value edited from the version it was read at keeps a change committed meanwhile: the
+    /// save builds on that version, and the merge of the two heads keeps both properties.
+    @Test func anEditBuiltOnTheVersionReadKeepsAConcurrentChange() async throws {
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r"))
+        let read = try await store.save(Task(id: "t", title: "draft", done: false))
+        var edited = try #require(try await store.value(Task.self, id: "t", at: read.id))
+        try await store.save(Task(id: "t", title: "draft", done: true))  // meanwhile, elsewhere
+        edited.title = "final"
+        try await store.save(edited, parents: [read.id])
+        #expect(try await store.heads().count == 2)
+        try await store.mergeHeads()
+        #expect(try await store.value(Task.self, id: "t") == Task(id: "t", title: "final", done: true))
+    }
+
     @Test func sameHeadsGiveTheSameCommitInAnotherStore() async throws {
         let first = MemoryBackend()
         let one = Store(backend: first, configuration: .init(replica: "one"))

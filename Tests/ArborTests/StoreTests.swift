@@ -465,6 +465,10 @@ import Testing
         }
         #expect(expected.count > 300)
         #expect(history.map(\.id) == expected)
+        // With a limit, the newest changes alone, the walk stopped once they are found.
+        for limit in [0, 1, 5, 1_030, expected.count + 1] {
+            #expect(try await store.history(of: key, from: [head!.id], limit: limit).map(\.id) == Array(expected.prefix(limit)))
+        }
     }
 }
 

@@ -58,12 +58,17 @@ extension Store {
         return Version(id: id, content: content)
     }
 
-    /// Commits a single value tree.
+    /// Commits a single value tree, on `parents` as ``commit(_:message:parents:)`` takes them.
+    ///
+    /// To change a value read at some version without undoing a change committed since, build
+    /// on the version it was read at: `save(edited, parents: [read.id])`. A concurrent commit
+    /// then leaves two heads, which ``mergeHeads(strategy:)`` merges property by property; built
+    /// on the newest head instead, the save would write back the value as it was read.
     @discardableResult
-    public func save<Value: Storable>(_ value: Value, message: String = "") async throws -> Version {
+    public func save<Value: Storable>(_ value: Value, message: String = "", parents: [Hash]? = nil) async throws -> Version {
         var changes = ChangeSet()
         try changes.save(value)
-        return try await commit(changes, message: message)
+        return try await commit(changes, message: message, parents: parents)
     }
 }
 

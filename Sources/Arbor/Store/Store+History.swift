@@ -51,34 +51,39 @@ extension Store {
     }
 
     /// The versions in which the record `key` changed (was added, modified or removed),
-    /// newest first. A merge is listed only if the record differs from every one of its parents.
+    /// newest first, at most `limit` of them. A merge is listed only if the record differs from
+    /// every one of its parents.
     ///
-    /// - Complexity: O(v log n) node reads for `v` versions of history, in O(v / 1,024 × log n)
-    ///   batches (round trips on remote engines).
-    public func history(of key: RecordKey, from heads: [Hash]? = nil) async throws -> [Version] {
-        let versions = try await log(from: heads)
+    /// - Complexity: O(v log n) node reads for the `v` versions of history walked, in
+    ///   O(v / 1,024 × log n) batches (round trips on remote engines): the whole history, or with
+    ///   `limit`, until that many changes are found.
+    public func history(of key: RecordKey, from heads: [Hash]? = nil, limit: Int = .max) async throws -> [Version] {
+        guard limit > 0 else { return [] }
+        struct Enough: Error {}
         let source = makeSource()
         let keyBytes = key.indexBytes
-        var rootOf = Dictionary(versions.map { ($0.id, $0.root) }, uniquingKeysWith: { a, _ in a })
-        // The log holds every ancestor of the heads, so every parent; any it lacked would be
-        // read here rather than trusted to be there.
-        let outside = Set(versions.flatMap(\.parents)).filter { rootOf[$0] == nil }
-        for version in try await self.versions(Array(outside)) { rootOf[version.id] = version.root }
-
+        var rootOf = [Hash: Hash]()
         var payloadAtRoot = [Hash: IndexPayload?]()
         var result = [Version]()
-        for chunk in versions.chunks(of: 1_024) {
-            // The trees of these versions and of their parents, looked up together.
-            let roots = chunk.flatMap { [$0.root] + $0.parents.map { rootOf[$0]! } }.filter { payloadAtRoot[$0] == nil }
-            payloadAtRoot.merge(try await ProllyTree.lookup(keyBytes, inEach: roots, source: source)) { kept, _ in kept }
-            for version in chunk {
-                let current = payloadAtRoot[version.root]!
-                let parentPayloads = version.parents.map { payloadAtRoot[rootOf[$0]!]! }
-                let changed = parentPayloads.isEmpty ? current != nil : parentPayloads.allSatisfy { $0 != current }
-                if changed { result.append(version) }
+        do {
+            try await log(from: heads, batchSize: 1_024) { chunk in
+                for version in chunk { rootOf[version.id] = version.root }
+                // Parents listed in a later batch are read here (once), not awaited.
+                let outside = Set(chunk.flatMap(\.parents)).filter { rootOf[$0] == nil }
+                for version in try await self.versions(Array(outside)) { rootOf[version.id] = version.root }
+                // The trees of these versions and of their parents, looked up together.
+                let roots = chunk.flatMap { [$0.root] + $0.parents.map { rootOf[$0]! } }.filter { payloadAtRoot[$0] == nil }
+                payloadAtRoot.merge(try await ProllyTree.lookup(keyBytes, inEach: roots, source: source)) { kept, _ in kept }
+                for version in chunk {
+                    let current = payloadAtRoot[version.root]!
+                    let parentPayloads = version.parents.map { payloadAtRoot[rootOf[$0]!]! }
+                    let changed = parentPayloads.isEmpty ? current != nil : parentPayloads.allSatisfy { $0 != current }
+                    if changed { result.append(version) }
+                }
+                if result.count >= limit { throw Enough() }
             }
-        }
-        return result
+        } catch is Enough {}
+        return Array(result.prefix(limit))
     }
 
     /// How the records differ from version `old` (`nil`: the empty store) to version `new`,
