@@ -71,16 +71,19 @@ final class EncodingContext {
         let encoder = PropertyEncoder(context: self, codingPath: [])
         try value.encode(to: encoder)
         let properties: PropertyList
+        var nests = encoder.storage.nests
         if let resolved = encoder.storage.resolvedProperties() {
             properties = resolved
         } else {
+            nests = true
             guard case .map(let resolved) = encoder.storage.resolved() else {
                 throw ArborError(.coding, "a \(typeName) must encode as a keyed container (a struct or class)")
             }
             properties = PropertyList(resolved)
         }
         // The coding path does not count every level (a nested container of a custom encode(to:),
-        // a super encoder): measure what was built, scalars at once.
+        // a super encoder): measure what was built, when anything nests at all.
+        guard nests else { return properties }
         for (name, value) in properties.entries where !value.fitsValueDepth() {
             throw ArborError(.coding, "property \(String(reflecting: String(name.prefix(80)))) of a \(typeName) nests values \(ByteReader.maximumValueDepth) or more levels deep, deeper than a record is read back")
         }
@@ -163,6 +166,9 @@ final class EncodingSlot {
     var map: PropertyList?
     var nestedSlots: [String: EncodingSlot] = [:]
     var array: [Item]?
+    /// Whether a keyed container's values include an array or a map (a nested container, or a
+    /// value encoded as one): only then can a record's values nest deeper than its properties.
+    private(set) var nests = false
 
     func resolved() -> PropertyValue {
         if let properties = resolvedProperties() { return .map(properties.dictionary) }
@@ -179,12 +185,17 @@ final class EncodingSlot {
     }
 
     func set(_ value: PropertyValue, forKey key: String) {
+        switch value {
+        case .array, .map: nests = true
+        default: break
+        }
         if map == nil { map = PropertyList() }
         map!.set(value, forKey: key)
         if !nestedSlots.isEmpty { nestedSlots[key] = nil }
     }
 
     func nestedSlot(forKey key: String) -> EncodingSlot {
+        nests = true
         if map == nil { map = PropertyList() }
         if let existing = nestedSlots[key] { return existing }
         map!.remove(key)
