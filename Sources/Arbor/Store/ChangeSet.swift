@@ -61,11 +61,17 @@ public struct ChangeSet: Sendable {
     }
 
     /// Deletes the value `id` of `type` and the values it owns.
+    ///
+    /// To remove a value another one owns (a note of a task), save the owner without it: the
+    /// commit deletes it. Deleted directly, it leaves its owner naming a missing child, and
+    /// reading the owner fails until the child is saved again (a store keeps no index from a
+    /// child to its owner, so the commit cannot tell).
     public mutating func delete<Value: Storable>(_ type: Value.Type, id: Value.ID) throws {
         changes.append(.delete(RecordKey(type: Value.typeName, id: try RecordEncoder.idString(encoding: id, typeName: Value.typeName))))
     }
 
-    /// Deletes the record `key` and the records it owns.
+    /// Deletes the record `key` and the records it owns. A record another record owns is
+    /// removed by saving its owner without it (see ``delete(_:id:)``).
     public mutating func delete(_ key: RecordKey) {
         changes.append(.delete(key))
     }
