@@ -239,6 +239,17 @@ import Testing
         }
     }
 
+    /// Plain Codable values nest exactly as deep as the format reads: arrays 63 levels below a
+    /// property commit and read back, 64 are refused when encoded.
+    @Test func codableValuesNestAsDeepAsTheFormatReads() async throws {
+        struct Deep: Storable { var id: String; var nested: [PropertyNest] }
+        func nest(_ levels: Int) -> [PropertyNest] { (1..<levels).reduce([PropertyNest.leaf]) { inner, _ in [.list(inner)] } }
+        let store = Store(backend: MemoryBackend())
+        try await store.save(Deep(id: "d", nested: nest(63)))
+        #expect(try await store.value(Deep.self, id: "d")?.nested == nest(63))
+        #expect { try RecordEncoder.records(of: Deep(id: "d", nested: nest(64))) } throws: { ($0 as? ArborError)?.code == .coding }
+    }
+
     @Test func valuesNestedTooDeeplyAreRefusedBeforeWriting() throws {
         indirect enum Nest: Codable, Sendable { case leaf(Int); case nested(Nest) }
         struct Deep: Storable { var id: String; var nested: Nest }
@@ -504,4 +515,23 @@ private struct AnyKey: CodingKey {
     init(_ name: String) { stringValue = name }
     init(stringValue: String) { self.stringValue = stringValue }
     init?(intValue: Int) { nil }
+}
+
+/// An array of arrays, as deep as it is made: each level one array (a single-value container).
+indirect enum PropertyNest: Codable, Equatable, Sendable {
+    case leaf
+    case list([PropertyNest])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .leaf } else { self = .list(try container.decode([PropertyNest].self)) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .leaf: try container.encodeNil()
+        case .list(let items): try container.encode(items)
+        }
+    }
 }

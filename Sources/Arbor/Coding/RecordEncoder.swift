@@ -99,11 +99,13 @@ final class EncodingContext {
         return encoder.storage.resolved()
     }
 
-    /// The canonical decoder refuses values nested deeper than 64 levels; refuse them here,
-    /// before anything is written, rather than commit what cannot be read back.
+    /// The canonical decoder refuses values nested 64 levels deep or more (a property's value at
+    /// level 0, under a coding path of one key); refuse them here, before anything is written,
+    /// rather than commit what cannot be read back. This also stops a value that encodes itself
+    /// without end; levels that lengthen no coding path are measured once the record is built.
     private func checkDepth(_ codingPath: [any CodingKey]) throws {
-        guard codingPath.count < 60 else {
-            throw ArborError(.coding, "a value is nested more than 60 levels deep at \(codingPath.map(\.stringValue).joined(separator: "."))")
+        guard codingPath.count <= ByteReader.maximumValueDepth else {
+            throw ArborError(.coding, "a value is nested \(ByteReader.maximumValueDepth) or more levels deep, deeper than a record is read back, at \(codingPath.prefix(8).map(\.stringValue).joined(separator: "."))…")
         }
     }
 
