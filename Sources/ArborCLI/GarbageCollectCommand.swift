@@ -3,7 +3,7 @@ import ArgumentParser
 import Foundation
 
 /// `arbor gc URL [--grace SECONDS] [--json]`: removes what no ref reaches.
-public struct GarbageCollectCommand: StoreCommand {
+public struct GarbageCollectCommand: StoreCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "gc",
         abstract: "Remove the objects no ref reaches, safely while others commit.",
@@ -30,13 +30,27 @@ public struct GarbageCollectCommand: StoreCommand {
     }
 
     public func run() async throws {
-        Interruption.explainOnInterrupt(.collection)
-        try await executeOnStandardOutput()
+        // The first Ctrl-C stops the collection where it is safe to: before its sweep, at once;
+        // during it, after the batch in hand, a grace period later, once what writers re-used
+        // meanwhile is written back. A second stops the process at once.
+        let work = Task { try await executeOnStandardOutput() }
+        let watch = Interruption.cancelOnInterrupt(work, saying: Self.stoppingMessage)
+        defer { watch.cancel() }
+        try await work.value
     }
 
+    private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period for commits that found removed objects present, and writes those back; Ctrl-C again to stop at once (then run arbor verify)\n"
+
     public func execute(_ output: inout some TextOutputStream) async throws {
-        let report = try await store.withStore { store in
-            try await store.collectGarbage(gracePeriod: .milliseconds(Int64((grace * 1000).rounded())))
+        let report: GarbageCollectionReport
+        do {
+            report = try await store.withStore { store in
+                try await store.collectGarbage(gracePeriod: .milliseconds(Int64((grace * 1000).rounded())))
+            }
+        } catch is CancellationError {
+            var errors = StandardStream.error
+            print("interrupted: the collection stopped safely; what it removed stays removed, and what a commit landing meanwhile used was written back. Run arbor gc again to finish.", to: &errors)
+            throw ExitCode(130)
         }
         if format.json {
             print(JSONValue.object([

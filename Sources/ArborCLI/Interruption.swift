@@ -70,6 +70,27 @@ enum Interruption {
         return source
     }
 
+    /// Makes the first SIGINT print `first` and cancel `task`, which then stops where it is
+    /// safe to; a second SIGINT prints what ``Work/collection`` leaves behind and exits with
+    /// status 130 at once. Until the returned source is cancelled.
+    static func cancelOnInterrupt(_ task: Task<Void, any Error>, saying first: StaticString) -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let interrupts = Atomic<Int>(0)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler {
+            if interrupts.add(1, ordering: .sequentiallyConsistent).newValue == 1 {
+                _ = write(STDERR_FILENO, first.utf8Start, first.utf8CodeUnitCount)
+                task.cancel()
+            } else {
+                _ = write(STDERR_FILENO, collectionMessage.utf8Start, collectionMessage.utf8CodeUnitCount)
+                _exit(130)
+            }
+        }
+        source.setCancelHandler { signal(SIGINT, SIG_DFL) }
+        source.resume()
+        return source
+    }
+
     /// Whether Ctrl-C is being handled by a handler that exits the process itself: a command
     /// that fails meanwhile (its folder removed under it) leaves the exit, and what is said, to it.
     static var isBeingHandled: Bool { handlingInterrupt.load(ordering: .sequentiallyConsistent) }

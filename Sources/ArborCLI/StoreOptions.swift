@@ -2,7 +2,7 @@ import Arbor
 import ArgumentParser
 
 /// The store URL every subcommand takes as its first argument.
-public struct StoreOptions: ParsableArguments {
+public struct StoreOptions: ParsableArguments, Sendable {
     /// The store URL as written. It is parsed when the command runs, not by the argument parser,
     /// whose errors would repeat it — password included.
     @Argument(help: ArgumentHelp(

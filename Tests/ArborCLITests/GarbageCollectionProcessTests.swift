@@ -14,6 +14,41 @@ import Testing
         #expect(try ArborCommand.parseAsRoot(["gc", "memory:", "--grace", "1000000000"]) is GarbageCollectCommand)
     }
 
+    /// Ctrl-C stops a collection where it is safe to: during its grace period, before it has
+    /// removed anything, at once, with a message and status 130, the store as it was.
+    @Test func ctrlCStopsACollectionSafely() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-gc-int-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let url = "sqlite:\(folder).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: "\(folder).sqlite\(suffix)") } }
+        _ = try await arbor("init", url)
+        for index in 0..<3 { _ = try await arbor("put", url, "Task", "t\(index)", "{\"n\": \(index)}") }
+        func objects() async throws -> [JSONValue?] {
+            let report = try json(try await arbor("verify", url, "--json"))
+            return [report["reachableObjects"], report["unreachableObjects"]]
+        }
+        let before = try await objects()
+        #expect(before[1] != nil && before[1] != .number("0"), "the store holds garbage to collect")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try ChildProcess.executable("arbor"))
+        process.arguments = ["gc", url, "--grace", "60"]
+        let errors = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = errors
+        let started = ContinuousClock.now
+        try process.run()
+        // Marking three versions takes milliseconds; then it waits its grace period.
+        try await _Concurrency.Task.sleep(for: .seconds(1.5))
+        process.interrupt()
+        let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 130, "\(said)")
+        #expect(started.duration(to: .now) < .seconds(30), "it waited out its grace period")
+        #expect(said.contains("stopping") && said.contains("stopped safely"), "\(said)")
+        // Nothing was removed: the unreachable objects are all still there.
+        #expect(try await objects() == before)
+    }
+
     @Test(.timeLimit(.minutes(5)), arguments: ExchangeKillTests.Engine.enabled)
     func gcWhileTwoProcessesCommit(engine: ExchangeKillTests.Engine) async throws {
         let (url, cleanup) = try ExchangeKillTests.makeStore(engine)
