@@ -242,12 +242,12 @@ import Testing
     /// Plain Codable values nest exactly as deep as the format reads: arrays 63 levels below a
     /// property commit and read back, 64 are refused when encoded.
     @Test func codableValuesNestAsDeepAsTheFormatReads() async throws {
-        struct Deep: Storable { var id: String; var nested: [PropertyNest] }
+        struct DeepArrays: Storable { var id: String; var nested: [PropertyNest] }
         func nest(_ levels: Int) -> [PropertyNest] { (1..<levels).reduce([PropertyNest.leaf]) { inner, _ in [.list(inner)] } }
         let store = Store(backend: MemoryBackend())
-        try await store.save(Deep(id: "d", nested: nest(63)))
-        #expect(try await store.value(Deep.self, id: "d")?.nested == nest(63))
-        #expect { try RecordEncoder.records(of: Deep(id: "d", nested: nest(64))) } throws: { ($0 as? ArborError)?.code == .coding }
+        try await store.save(DeepArrays(id: "d", nested: nest(63)))
+        #expect(try await store.value(DeepArrays.self, id: "d")?.nested == nest(63))
+        #expect { try RecordEncoder.records(of: DeepArrays(id: "d", nested: nest(64))) } throws: { ($0 as? ArborError)?.code == .coding }
     }
 
     @Test func valuesNestedTooDeeplyAreRefusedBeforeWriting() throws {

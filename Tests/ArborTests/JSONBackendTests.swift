@@ -26,18 +26,30 @@ import Testing
             // Another holder of the lock, as another process would be (flock is per open file).
             let descriptor = open(path + "/refs.lock", O_RDWR | O_CLOEXEC)
             try #require(descriptor >= 0 && flock(descriptor, LOCK_EX) == 0)
-            let released = Atomic<Bool>(false)
-            DispatchQueue.global().asyncAfter(deadline: .now() + 3) {
-                released.store(true, ordering: .sequentiallyConsistent)
+            let flags = LockFlags()
+            // The lock is let go once the check below has run, or after a minute: other tests may
+            // hold the pool's threads for a while, but not that long.
+            DispatchQueue.global().async {
+                let deadline = Date().addingTimeInterval(60)
+                while !flags.checked.load(ordering: .sequentiallyConsistent) && Date() < deadline { usleep(10_000) }
+                flags.released.store(true, ordering: .sequentiallyConsistent)
                 flock(descriptor, LOCK_UN)
                 close(descriptor)
             }
             let swaps = (0..<4).map { index in
-                _Concurrency.Task { try await store.backend.compareAndSwap(ref: "waiting-\(index)", expected: nil, new: version.id) }
+                _Concurrency.Task {
+                    let swapped = try await store.backend.compareAndSwap(ref: "waiting-\(index)", expected: nil, new: version.id)
+                    // It waited for the lock.
+                    return swapped && flags.released.load(ordering: .sequentiallyConsistent)
+                }
             }
             try await _Concurrency.Task.sleep(for: .milliseconds(200))
-            // Runs at once, or, with the pool's threads all held, only after the lock is let go.
-            let ranWhileLocked = await _Concurrency.Task { !released.load(ordering: .sequentiallyConsistent) }.value
+            // Runs while the lock is held, or, with the pool's threads all held, only after.
+            let ranWhileLocked = await _Concurrency.Task {
+                let locked = !flags.released.load(ordering: .sequentiallyConsistent)
+                flags.checked.store(true, ordering: .sequentiallyConsistent)
+                return locked
+            }.value
             #expect(ranWhileLocked)
             for swap in swaps { #expect(try await swap.value) }
         }
@@ -145,4 +157,10 @@ import Testing
         }
     }
 
+}
+
+/// Whether a held lock was let go, and whether a check ran: shared with a dispatch queue and tasks.
+final class LockFlags: Sendable {
+    let released = Atomic<Bool>(false)
+    let checked = Atomic<Bool>(false)
 }
