@@ -83,10 +83,17 @@ public final class LMDBBackend: Backend, InPlaceReading {
     public static func create(_ configuration: Configuration) throws -> LMDBBackend {
         let path = configuration.path
         var madeFolder = false
+        var adopted = false
         switch LMDBEnvironment.kind(of: path) {
         case .other:
             throw ArborError(.alreadyExists, "\(path) exists and is not a folder; it was left untouched", backend: "lmdb", operation: "create")
         case .folder:
+            // What a create killed before its first commit left is taken over: it holds nothing,
+            // and running the command again must finish the job.
+            if LMDBEnvironment.holdsUnfinishedCreate(path) {
+                adopted = true
+                break
+            }
             if LMDBEnvironment.fileExists(path + "/data.mdb") {
                 throw ArborError(.alreadyExists, "a store (or another LMDB environment) already exists at \(path); it was left untouched", backend: "lmdb", operation: "create")
             }
@@ -121,7 +128,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
                 environments[folder] = (environment, 1)
                 return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
             } catch let error as ArborError {
-                if error.code != .alreadyExists {
+                if error.code != .alreadyExists && !adopted {
                     LMDBEnvironment.removeFile(path + "/data.mdb")
                     LMDBEnvironment.removeFile(path + "/lock.mdb")
                     if madeFolder { LMDBEnvironment.removeFolder(path) }
@@ -149,6 +156,10 @@ public final class LMDBBackend: Backend, InPlaceReading {
             folder = id
         }
         if let problem = LMDBEnvironment.dataFileProblem(in: path) { throw problem }
+        if LMDBEnvironment.holdsUnfinishedCreate(path) {
+            // `create`, or a migration into it, takes it over.
+            throw ArborError(.notFound, "no store at \(path): the LMDB environment is empty (a create that was interrupted?)", backend: "lmdb", operation: "open")
+        }
         // LMDB would take an empty data.mdb for a new environment and write one there.
         guard LMDBEnvironment.fileLength(path + "/data.mdb") != 0 else {
             throw ArborError(.corruptObject, "\(path)/data.mdb is empty (0 bytes): the file was cut short, or never written; it was left untouched", backend: "lmdb", operation: "open")

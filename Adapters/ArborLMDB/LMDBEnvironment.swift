@@ -180,6 +180,30 @@ final class LMDBEnvironment: @unchecked Sendable {
         return stat(path, &info) == 0 ? Int(info.st_size) : nil
     }
 
+    /// Whether the folder at `path` holds what a create killed before its first commit leaves:
+    /// `lock.mdb` alone, or with a `data.mdb` whose newest meta page records an empty main
+    /// database: no named database was ever committed (the create's one transaction may have
+    /// written pages before it was killed, but not the meta page that would count them). An
+    /// empty `data.mdb` is not taken for one: it is what a store cut short to nothing looks like,
+    /// and is reported as such.
+    static func holdsUnfinishedCreate(_ path: String) -> Bool {
+        guard let directory = opendir(path) else { return false }
+        defer { closedir(directory) }
+        var names = Set<String>()
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.insert(name) }
+        }
+        guard !names.isEmpty, names.isSubset(of: ["data.mdb", "lock.mdb"]) else { return false }
+        guard names.contains("data.mdb") else { return true }
+        guard let length = fileLength(path + "/data.mdb"), length > 0,
+              let meta = LMDBMeta.newest(in: path + "/data.mdb", pageSize: Int(sysconf(Int32(_SC_PAGESIZE))))
+        else { return false }
+        return meta.mainRoot == nil
+    }
+
     /// The names in a folder, without `.` and `..` (empty if it cannot be read).
     static func isEmptyFolder(_ path: String) -> Bool {
         guard let directory = opendir(path) else { return false }

@@ -127,7 +127,15 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// - Complexity: O(1).
     public static func create(_ configuration: Configuration) throws -> SQLiteBackend {
         let path = configuration.path
-        try SQLiteFiles.createExclusively(path)
+        // A database with nothing in it, as a create killed before its schema landed leaves, is
+        // taken over: it holds nothing to lose, and running the command again must finish the job.
+        var adopted = false
+        do {
+            try SQLiteFiles.createExclusively(path)
+        } catch let error as ArborError where error.code == .alreadyExists {
+            guard holdsNoSchema(path) else { throw error }
+            adopted = true
+        }
         do {
             let connection = try SQLiteConnection.connect(path: path, operation: "create")
             do {
@@ -140,6 +148,10 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                 try configure(connection, configuration)
                 // One transaction: the file is a store with its marker, or an empty database.
                 try connection.transaction(immediate: true) {
+                    // A creator racing this one for an empty database may have got here first.
+                    if adopted, try schemaObjects(connection) > 0 {
+                        throw ArborError(.alreadyExists, "\(path) already exists (a store or another file); it was left untouched", backend: "sqlite", operation: "create")
+                    }
                     try connection.execute("""
                         CREATE TABLE arbor_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
                         CREATE TABLE objects (hash BLOB NOT NULL UNIQUE, bytes BLOB NOT NULL);
@@ -159,10 +171,29 @@ public final class SQLiteBackend: Backend, InPlaceReading {
             }
             return SQLiteBackend(configuration: configuration, connection: connection)
         } catch var error as ArborError {
-            SQLiteFiles.remove(path)
+            // A file this create did not make is not its to remove.
+            if !adopted { SQLiteFiles.remove(path) }
             if error.operation == nil { error.operation = "create" }
             throw error
         }
+    }
+
+    /// How many tables, indexes, views and triggers the database has.
+    private static func schemaObjects(_ connection: SQLiteConnection) throws -> Int {
+        try connection.withStatement("SELECT count(*) FROM sqlite_master") { statement in
+            try statement.step() ? Int(statement.integer(0)) : 0
+        }
+    }
+
+    /// Whether the file at `path` is a SQLite database with nothing in it: empty, or with no
+    /// schema at all (WAL mode set, the schema not yet committed).
+    private static func holdsNoSchema(_ path: String) -> Bool {
+        let kind = SQLiteFiles.kind(path)
+        guard kind.exists, kind.isRegularFile else { return false }
+        if SQLiteFiles.length(path) == 0, (SQLiteFiles.length(path + "-wal") ?? 0) == 0 { return true }
+        guard let connection = try? SQLiteConnection.connect(path: path, operation: "create") else { return false }
+        defer { try? connection.close() }
+        return (try? schemaObjects(connection)) == 0
     }
 
     /// Opens an existing store. Throws ``ArborError/Code/notFound`` if there is no file at the
@@ -254,6 +285,11 @@ public final class SQLiteBackend: Backend, InPlaceReading {
             throw ArborError(.unsupportedFormat, "\(path) is not an Arbor store: it is not a SQLite database", backend: "sqlite", operation: "open", underlying: error)
         }
         guard hasMarker else {
+            if try schemaObjects(connection) == 0 {
+                // What a create killed before its schema landed leaves: no store yet (and
+                // `create`, or a migration into it, takes the file over).
+                throw ArborError(.notFound, "no store at \(path): the database is empty (a create that was interrupted?)", backend: "sqlite", operation: "open")
+            }
             throw ArborError(.unsupportedFormat, "\(path) is a SQLite database, but not an Arbor store (it has no arbor_meta table)", backend: "sqlite", operation: "open")
         }
         var meta = [String: String]()

@@ -51,17 +51,23 @@ import Testing
             #expect(try await arbor("heads", b) == headsA)
             #expect(lines(headsA).count == 1)
 
-            // Migrate to LMDB (created), verified; again is refused and changes nothing.
+            // Migrate to LMDB (created), verified; again (as after a Ctrl-C once the copy was
+            // done) it finds the copy finished, verifies it and copies nothing.
             let migrated = try json(try await arbor("migrate", b, c, "--json"))
             #expect(migrated["verified"] == .bool(true))
             #expect(migrated["heads"]?.elements.first?.stringValue.map { headsA.hasPrefix(String($0.prefix(12))) } == true)
+            let again = try json(try await arbor("migrate", a, c, "--json"))
+            #expect(again["verified"] == .bool(true) && again["objects"] == .number("0") && again["heads"] == migrated["heads"])
+            #expect(try await arbor("get", c, "Task", "t9").contains("only b"))
+            // A store with other versions is refused, and left as it was.
+            _ = try await arbor("put", a, "Task", "t10", "{\"title\": \"newer\"}")
             let refused = try #require(await arborError("migrate", a, c))
             #expect(refused.code == .alreadyExists)
-            #expect(try await arbor("get", c, "Task", "t9").contains("only b"))
+            #expect(try await arbor("heads", c) == headsA)
 
             // Clone and a latest-state migration.
             #expect(try await arbor("clone", c, d).contains("verified"))
-            #expect(try await arbor("log", d) == (try await arbor("log", a)))
+            #expect(try await arbor("log", d) == (try await arbor("log", c)))
             let latest = try json(try await arbor("migrate", a, "json:\(folder)/e", "--latest", "--json"))
             #expect(latest["latestOnly"] == .bool(true) && latest["versions"] == .number("1"))
             #expect(lines(try await arbor("log", "json:\(folder)/e")).count == 1)

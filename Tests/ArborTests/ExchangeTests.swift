@@ -349,6 +349,23 @@ import Testing
         #expect(counting.hashesAsked == report.objectsChecked)
     }
 
+    /// A migration run again once its copy is done (stopped before it reported) verifies the
+    /// copy and copies nothing; with `latestOnly` too.
+    @Test func aMigrationRunAgainOnItsFinishedCopyVerifiesIt() async throws {
+        for latestOnly in [false, true] {
+            try await withStores(.memory, .sqlite) { stores in
+                try await fill(stores[0])
+                let first = try await stores[0].migrate(to: stores[1], latestOnly: latestOnly)
+                let again = try await stores[0].migrate(to: stores[1], latestOnly: latestOnly)
+                #expect(again.exchange.objects == 0 && again.verified && again.objectsChecked == first.objectsChecked)
+                #expect(again.heads == first.heads)
+                // Another store's copy is not this one's.
+                try await stores[0].save(Task(id: "later", title: "new", done: false))
+                await #expect { try await stores[0].migrate(to: stores[1], latestOnly: latestOnly) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+            }
+        }
+    }
+
     @Test func migrateRefusesATargetWithVersionsAndLeavesIt() async throws {
         try await withStores(.memory, .memory) { stores in
             try await fill(stores[0])

@@ -129,6 +129,43 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
         #expect(try FileManager.default.contentsOfDirectory(atPath: empty).isEmpty)
     }
 
+    /// What a create killed before its first commit leaves (a lock file; a data file of its
+    /// meta pages alone) is no store yet: opening says so (not found), and a create or a
+    /// migration takes it over, so running the command again finishes the job. (An empty data
+    /// file is a store cut short: ``aDataFileCutShortIsRefusedAtOpenNotACrash()``.)
+    @Test func anInterruptedCreateIsFinishedByTheNext() async throws {
+        for leftover in ["lock file", "meta pages", "pages of a transaction never committed"] {
+            let path = temporaryPath("unfinished-lmdb")
+            defer { removeItem(path) }
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            switch leftover {
+            case "lock file":
+                #expect(FileManager.default.createFile(atPath: path + "/lock.mdb", contents: nil))
+            default:
+                // A raw environment opened and closed with nothing written: its two meta pages.
+                var env: OpaquePointer?
+                #expect(mdb_env_create(&env) == 0)
+                #expect(mdb_env_open(env, path, 0, 0o600) == 0)
+                mdb_env_close(env)
+                if leftover != "meta pages" {
+                    // A commit writes its pages before the meta page that counts them.
+                    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path + "/data.mdb"))
+                    try handle.seekToEnd()
+                    try handle.write(contentsOf: Data(repeating: 0x5A, count: 40_960))
+                    try handle.close()
+                }
+            }
+            if leftover != "lock file" {
+                #expect { try LMDBBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .notFound }
+            }
+            let store = Store(backend: try LMDBBackend.create(.init(path: path)))
+            let version = try await store.save(Task(id: "t", title: "kept", done: false))
+            try await store.close()
+            #expect(try await Store(backend: try LMDBBackend.open(.init(path: path))).head()?.id == version.id, "\(leftover)")
+            #expect { try LMDBBackend.create(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+        }
+    }
+
     @Test func foldersOfOtherKindsAreRefused() async throws {
         try await withPath { path in
             // Random bytes where data.mdb should be: not an LMDB environment.

@@ -79,6 +79,38 @@ func randomBytes(_ count: Int) -> Data {
         #expect(!FileManager.default.fileExists(atPath: path), "a failed create leaves nothing behind")
     }
 
+    /// What a create killed before its schema landed leaves (an empty file, or a database in WAL
+    /// mode with no tables) is no store yet: opening says so (not found), and a create or a
+    /// migration takes it over, so running the command again finishes the job.
+    @Test func anInterruptedCreateIsFinishedByTheNext() async throws {
+        for walHeader in [false, true] {
+            let path = temporaryPath("unfinished") + ".sqlite"
+            defer { for suffix in ["", "-wal", "-shm"] { removeItem(path + suffix) } }
+            #expect(FileManager.default.createFile(atPath: path, contents: nil))
+            if walHeader {
+                var db: OpaquePointer?
+                #expect(sqlite3_open(path, &db) == SQLITE_OK)
+                #expect(sqlite3_exec(db, "PRAGMA journal_mode = WAL", nil, nil, nil) == SQLITE_OK)
+                sqlite3_close(db)
+            }
+            #expect { try SQLiteBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .notFound }
+            let store = Store(backend: try SQLiteBackend.create(.init(path: path)))
+            let version = try await store.save(Task(id: "t", title: "kept", done: false))
+            try await store.close()
+            #expect(try await Store(backend: try SQLiteBackend.open(.init(path: path))).head()?.id == version.id)
+            // A database with anything in it is not taken over.
+            #expect { try SQLiteBackend.create(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+        }
+        let foreign = temporaryPath("foreign") + ".sqlite"
+        defer { removeItem(foreign) }
+        var db: OpaquePointer?
+        #expect(sqlite3_open(foreign, &db) == SQLITE_OK)
+        #expect(sqlite3_exec(db, "CREATE TABLE mine (x)", nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(db)
+        #expect { try SQLiteBackend.create(.init(path: foreign)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+        #expect { try SQLiteBackend.open(.init(path: foreign)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+    }
+
     @Test func filesOfOtherKindsAreRefused() async throws {
         try await withPath { path in
             // Random bytes: not a SQLite database at all.

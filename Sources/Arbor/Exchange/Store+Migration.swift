@@ -10,8 +10,10 @@ extension Store {
     /// history of a million versions takes about 300 MB).
     ///
     /// A target that holds objects but no versions (a migration that was interrupted) is
-    /// resumed: what already landed is not copied again. A target with versions is refused with
-    /// ``ArborError/Code/alreadyExists`` and left untouched.
+    /// resumed: what already landed is not copied again. A target that holds the finished copy
+    /// (a migration stopped after its copy set the heads) is verified, and nothing copied. Any
+    /// other target with versions is refused with ``ArborError/Code/alreadyExists`` and left
+    /// untouched.
     ///
     /// With `verify`, afterwards: the target's `heads` ref must name the same head set as the
     /// source's (with `latestOnly`: heads with the same roots), every object of the target must
@@ -40,10 +42,22 @@ extension Store {
         to target: Store, latestOnly: Bool = false, verify: Bool = true, progress: TransferProgressHandler? = nil
     ) async throws -> MigrationReport {
         let targetRefs = try await target.backend.refs()
-        guard targetRefs.isEmpty else {
-            throw ArborError(
-                .alreadyExists, "the target store is not empty (it has \(targetRefs.count == 1 ? "a ref" : "\(targetRefs.count) refs")): migrate and clone copy into a store without versions",
-                backend: target.backend.engineName, operation: "migrate")
+        if !targetRefs.isEmpty {
+            // A migration whose copy finished, stopped before it said so (a kill, a dropped
+            // connection, Ctrl-C while verifying): run again, it verifies and copies nothing.
+            guard try await holdsFinishedCopy(in: target, refs: targetRefs, latestOnly: latestOnly) else {
+                throw ArborError(
+                    .alreadyExists, "the target store is not empty (it has \(targetRefs.count == 1 ? "a ref" : "\(targetRefs.count) refs")): migrate and clone copy into a store without versions",
+                    backend: target.backend.engineName, operation: "migrate")
+            }
+            var report = MigrationReport(latestOnly: latestOnly)
+            report.heads = try await target.headState().heads.sorted()
+            report.exchange.heads = report.heads
+            report.exchange.alreadyInSync = true
+            if verify {
+                try await MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly).run(&report, progress: progress)
+            }
+            return report
         }
         let transfer = Transfer(from: backend, to: target.backend, progress: progress)
         // A new store (rather than an interrupted migration to resume) needs no questions.
@@ -64,6 +78,20 @@ extension Store {
             try await check.run(&report, progress: progress)
         }
         return report
+    }
+}
+
+extension Store {
+    /// Whether `target`, whose refs are `refs`, holds what a migration of this store would have
+    /// made: the same refs, or with `latestOnly` a heads ref alone whose versions have no parents
+    /// and the roots of this store's heads.
+    fileprivate func holdsFinishedCopy(in target: Store, refs: [String: Hash], latestOnly: Bool) async throws -> Bool {
+        let ownRefs = try await backend.refs()
+        guard latestOnly else { return refs == ownRefs }
+        guard refs.count == 1, refs[RefName.heads] != nil else { return false }
+        let copied = try await target.heads()
+        guard copied.allSatisfy(\.parents.isEmpty) else { return false }
+        return copied.map(\.root).sorted() == (try await heads()).map(\.root).sorted()
     }
 }
 
