@@ -18,7 +18,7 @@ import Testing
                         var made = [String]()
                         for index in 0..<commitsEach {
                             let output = try await MultiProcessTests.run(["put", url, "Counter", "w\(writer)", "{\"n\": \(index)}", "--replica", "p\(writer)"])
-                            made.append(String(output.prefix(12)))
+                            made.append(try committedHash(output))
                         }
                         return made
                     }
@@ -37,10 +37,10 @@ import Testing
 
     @Test func twoProcessesOnOneParentLeaveTwoHeads() async throws {
         try await withJSONStore { url in
-            let base = String(try await MultiProcessTests.run(["put", url, "Task", "t", "{\"title\": \"base\"}"]).prefix(12))
+            let base = try committedHash(try await MultiProcessTests.run(["put", url, "Task", "t", "{\"title\": \"base\"}"]))
             async let first = MultiProcessTests.run(["put", url, "Task", "t", "{\"title\": \"one\"}", "--parent", base])
             async let second = MultiProcessTests.run(["put", url, "Task", "u", "{\"title\": \"two\"}", "--parent", base])
-            let made = [String(try await first.prefix(12)), String(try await second.prefix(12))]
+            let made = [try committedHash(try await first), try committedHash(try await second)]
             let heads = try JSONValue.parse(try await MultiProcessTests.run(["heads", url, "--json"]))
             guard case .array(let versions) = heads else { Issue.record("heads --json is not an array"); return }
             let ids = versions.compactMap { $0["id"]?.stringValue }

@@ -68,12 +68,14 @@ import Testing
             try changes.delete(Task.self, id: "t7")
             try await source.commit(changes)
             try await source.save(Task(id: "new", title: "added", done: false))
-            let update = try await target.exchange(to: target)
-            #expect(update.alreadyInSync)
+            // The other way, the target has nothing the source lacks.
+            let back = try await target.exchange(to: source)
+            #expect(back.versions == 0 && back.objects == 0)
             let incremental = try await source.exchange(to: target)
             #expect(incremental.versions == 2)
             #expect(incremental.objects < clone.objects)
             #expect(try await headsRef(target) == headsRef(source))
+            #expect(try await target.exchange(to: source).alreadyInSync)
             #expect(try await target.heads().count == 1)
             try await sameContent(source, target)
 

@@ -143,7 +143,7 @@ extension ConformanceCase {
                         calls += 1
                         throw Stop()
                     }
-                } catch {
+                } catch is Stop {
                     stopped = true
                 }
                 try expect(stopped && calls == 1, "an error thrown by the enumeration's body", expected: "ends the enumeration and is rethrown",

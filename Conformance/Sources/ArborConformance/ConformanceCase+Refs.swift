@@ -91,7 +91,7 @@ extension ConformanceCase {
             }
             for (name, operation) in operations + lending {
                 let error = try await expectError(.closed, "\(name) after close") { try await operation() }
-                try expect(error.backend != nil && error.operation != nil, "the error of \(name) after close",
+                try expect(error.backend == backend.engineName && !(error.operation ?? "").isEmpty, "the error of \(name) after close",
                            expected: "an ArborError naming the backend and the operation", actual: "backend \(error.backend ?? "nil"), operation \(error.operation ?? "nil")")
             }
             // An engine that cannot hash says so (false) without touching anything; one that can must refuse.

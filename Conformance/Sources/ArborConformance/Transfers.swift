@@ -87,7 +87,14 @@ enum Transfers {
         let report = try await context.step("migrating to \(target.backend.engineName)") { try await source.migrate(to: target) }
         try expect(report.verified, "a migration with verification", expected: "verified", actual: "not verified")
         try await expectSameContent(context, source, target, "a migration")
-        try await expectError(.alreadyExists, "a migration into a store with versions") { try await source.migrate(to: target) }
+        // Run again on its finished copy, a migration verifies it and copies nothing; into a
+        // store with other versions, it is refused.
+        let again = try await context.step("migrating again onto the finished copy") { try await source.migrate(to: target) }
+        try expect(again.verified && again.exchange.objects == 0, "a migration run again on its finished copy",
+                   expected: "verified, nothing copied", actual: "verified \(again.verified), \(again.exchange.objects) objects copied")
+        let other = context.store(MemoryBackend())
+        try await context.step("committing to another store") { try await other.save(SuiteTask(id: "other", title: "other", done: false)) }
+        try await expectError(.alreadyExists, "a migration into a store with other versions") { try await other.migrate(to: target) }
         let latest = context.store(MemoryBackend())
         let (latestReport, roots, latestRoots) = try await context.step("migrating the latest state only") {
             let report = try await source.migrate(to: latest, latestOnly: true)
