@@ -526,7 +526,7 @@ enum Schema {
                 let shown = names.prefix(5).joined(separator: ", ") + (names.count > 5 ? ", …" : "")
                 throw ArborError(.unsupportedFormat, "the database at \(redacted) is not an Arbor store: it holds tables of another program (\(shown)) and no arbor_meta table", backend: engine, operation: "open")
             }
-            throw ArborError(.notFound, "no Arbor store in this database (\(redacted)); run arbor init \(redacted)", backend: engine, operation: "open")
+            throw ArborError(.notFound, "no Arbor store in this database (\(redacted)); run arbor init with this URL to make one", backend: engine, operation: "open")
         }
         let (format, version) = try marker(on: connection, operation: "open")
         guard format == PostgresBackend.formatName else {

@@ -35,6 +35,8 @@ struct SQLiteResult: Equatable, Sendable, CustomStringConvertible {
     static let cantOpen = SQLiteResult(SQLITE_CANTOPEN)
     static let notADatabase = SQLiteResult(SQLITE_NOTADB)
     static let auth = SQLiteResult(SQLITE_AUTH)
+    /// An extended code: the database's folder cannot be written, so its WAL files cannot be made.
+    static let readOnlyDirectory = SQLiteResult(SQLITE_READONLY | (6 << 8))
 
     /// The primary code of an extended result code (`SQLITE_IOERR_FSYNC` → `SQLITE_IOERR`).
     var primary: SQLiteResult { SQLiteResult(rawValue & 0xFF) }
@@ -132,10 +134,28 @@ final class SQLiteConnection: @unchecked Sendable {
     func failure(_ call: String, _ result: SQLiteResult, operation: String? = nil) -> ArborError {
         let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? result.description
         var code = result.arborCode
+        var cause = ""
         if result.primary == .busy || result.primary == .locked {
             code = .engine
+        } else if result == .readOnlyDirectory {
+            cause = ": Permission denied: this user cannot write its folder, where WAL mode must make \(path.split(separator: "/").last.map(String.init) ?? path)-shm beside it"
+        } else if result.primary == .cantOpen || result.primary == .ioError, let handle {
+            // "unable to open database file" covers a missing file and a folder this user may not
+            // write (its -wal or -shm cannot be made): the system's error tells them apart.
+            let system = sqlite3_system_errno(handle)
+            switch system {
+            case EACCES, EPERM, EROFS:
+                code = .permissionDenied
+                cause = ": \(String(cString: strerror(system)))"
+            case ENOENT where result.primary == .cantOpen:
+                code = .notFound
+            case 0:
+                break
+            default:
+                cause = ": \(String(cString: strerror(system)))"
+            }
         }
-        return ArborError(code, "\(call) on \(path) failed: \(message) (\(result.description), code \(result.rawValue))", backend: "sqlite", operation: operation)
+        return ArborError(code, "\(call) on \(path) failed: \(message)\(cause) (\(result.description), code \(result.rawValue))", backend: "sqlite", operation: operation)
     }
 
     private func openHandle() throws -> OpaquePointer {

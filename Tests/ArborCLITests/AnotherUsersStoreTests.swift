@@ -47,4 +47,25 @@ import Darwin
         #expect(errors.contains("Permission denied") && errors.contains("another user"), "\(errors)")
         #expect(!errors.contains("missing") && !errors.contains("does not exist"), "\(errors)")
     }
+
+    /// A SQLite store this user may read, in a folder it may not write: WAL mode needs a shared
+    /// memory file beside the database, which cannot be made. SQLite says "unable to open
+    /// database file" for that as for a missing file; the system's error tells them apart.
+    @Test func aReadableSQLiteStoreInAFolderThatCannotBeWrittenIsRefusedAccess() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-other-user-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let url = "sqlite:\(folder)/store.db"
+        _ = try await arbor("init", url)
+        _ = try await arbor("put", url, "Task", "t", #"{"title": "shared"}"#)
+        #expect(chmod(folder + "/store.db", 0o644) == 0)
+        for suffix in ["-wal", "-shm"] { unlink(folder + "/store.db" + suffix) }
+        guard let (status, errors) = try Self.arborAsNobody(["heads", url]) else {
+            print("⚠️  test skipped: it runs arbor as nobody, which needs root and runuser")
+            return
+        }
+        #expect(status != 0)
+        #expect(errors.contains("Permission denied"), "\(errors)")
+        #expect(!errors.contains("no store") && !errors.contains("does not exist"), "\(errors)")
+    }
 }
