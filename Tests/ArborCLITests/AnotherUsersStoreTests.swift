@@ -31,9 +31,15 @@ import Darwin
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
-    @Test(arguments: ["json", "sqlite", "lmdb"]) func anotherUsersStoreIsRefusedAccessNotCalledMissing(scheme: String) async throws {
+    /// A new folder everyone may enter and read, for stores this (root) user makes.
+    static func storeOfRoot() throws -> String {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-other-user-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        return folder
+    }
+
+    @Test(arguments: ["json", "sqlite", "lmdb"]) func anotherUsersStoreIsRefusedAccessNotCalledMissing(scheme: String) async throws {
+        let folder = try Self.storeOfRoot()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         // The adapters make their folders and files readable by their owner only.
         let url = "\(scheme):\(folder)/store"
@@ -52,8 +58,7 @@ import Darwin
     /// memory file beside the database, which cannot be made. SQLite says "unable to open
     /// database file" for that as for a missing file; the system's error tells them apart.
     @Test func aReadableSQLiteStoreInAFolderThatCannotBeWrittenIsRefusedAccess() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-other-user-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let folder = try Self.storeOfRoot()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let url = "sqlite:\(folder)/store.db"
         _ = try await arbor("init", url)
