@@ -95,6 +95,11 @@ extension ConformanceCase {
             try expect(pointError.description.contains(version.root.hex), "the point read's corrupt-object error", expected: "names the object \(version.root.hex)", actual: pointError.description)
             let found = try await context.step("verifying every object") { try await ConformanceCase.verify(context.backend) }
             try expectEqual(found, [version.root], "the objects whose bytes do not match their hash, by verification")
+            // Store.verify reports the damage (it does not throw for it), whichever way the
+            // adapter tells of it: the wrong bytes, or its own corruptObject.
+            let report = try await context.step("verifying the store") { try await context.store().verify() }
+            try expect(report.damage.contains { $0.hash == version.root && $0.kind == .corrupt }, "Store.verify of a store with a corrupted index node",
+                       expected: "reports \(version.root.hex) as corrupt", actual: "\(report.damage.prefix(3).map { "\($0.kind) \($0.hash.abbreviated())" })")
             try await context.step("deleting the version object") { try await context.backend.delete([version.id]) }
             try await expectError(.missingObject, "reading the heads when the version object is missing") { try await context.store().heads() }
         },

@@ -119,9 +119,28 @@ struct IntegrityWalk {
         var intact = [Hash: [UInt8]](minimumCapacity: fresh.count)
         for chunk in fresh.chunks(of: Transfer.requestSize) {
             if stopsWhenCancelled { try Task.checkCancellation() }
-            let objects = versions ? try await historyReader.uncheckedObjects(chunk) : try await backend.get(chunk)
+            var objects: [Hash: [UInt8]]
+            var refused = [Hash: String]()
+            do {
+                objects = versions ? try await historyReader.uncheckedObjects(chunk) : try await backend.get(chunk)
+            } catch let error as ArborError where error.code == .corruptObject {
+                // An adapter that checks what it reads (the JSON files) refuses a damaged object
+                // and with it the batch: read one at a time, each refusal is damage to report.
+                objects = [:]
+                for hash in chunk {
+                    do {
+                        if let bytes = try await backend.get([hash])[hash] { objects[hash] = bytes }
+                    } catch let error as ArborError where error.code == .corruptObject {
+                        refused[hash] = error.message
+                    }
+                }
+            }
             for hash in chunk {
                 report.reachableObjects += 1
+                if let reason = refused[hash] {
+                    damaged(.corrupt, hash, "named by \(parentOf(hash)): \(reason)")
+                    continue
+                }
                 guard let bytes = objects[hash] else {
                     damaged(.missing, hash, "named by \(parentOf(hash)), not in the store")
                     continue
