@@ -128,7 +128,15 @@ public final class JSONBackend: Backend {
         let markerBytes: [UInt8]
         do { markerBytes = try FileSystem.read(markerPath) } catch let error as ArborError {
             switch error.code {
-            case .notFound: throw ArborError(.notFound, "no store at \(path): \(markerName) is missing", backend: "json", operation: "open")
+            case .notFound:
+                // An empty folder, or one a create left unfinished, holds no store yet (create
+                // finishes it); a folder of other things is not an Arbor store.
+                if (try? isEmptyOrUnfinished(path)) == false {
+                    let names = ((try? FileSystem.list(path)) ?? []).sorted()
+                    let shown = names.prefix(5).joined(separator: ", ") + (names.count > 5 ? ", …" : "")
+                    throw ArborError(.unsupportedFormat, "\(path) is not an Arbor JSON store: it holds other files (\(shown)) and no \(markerName)", backend: "json", operation: "open")
+                }
+                throw ArborError(.notFound, "no store at \(path): \(markerName) is missing", backend: "json", operation: "open")
             case .permissionDenied: throw ArborError(.permissionDenied, "cannot read the store at \(path): \(error.message) (does it belong to another user?)", backend: "json", operation: "open")
             default: throw error
             }

@@ -66,6 +66,15 @@ import Testing
             defer { removeItem(other) }
             try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
             #expect { try JSONBackend.open(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .notFound }
+            // A folder of other things is not a store, said as another program's database is.
+            let photos = temporaryPath("photos")
+            defer { removeItem(photos) }
+            try FileManager.default.createDirectory(atPath: photos, withIntermediateDirectories: true)
+            try Data("x".utf8).write(to: URL(fileURLWithPath: photos + "/beach.jpg"))
+            #expect { try JSONBackend.open(.init(path: photos)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("beach.jpg")
+            }
+            #expect { try JSONBackend.create(.init(path: photos)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
             try Data("{\"format\": \"something-else\"}".utf8).write(to: URL(fileURLWithPath: other + "/arbor-store.json"))
             #expect { try JSONBackend.open(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
             try Data("{\"format\": \"arbor-json-store\", \"version\": 2}".utf8).write(to: URL(fileURLWithPath: other + "/arbor-store.json"))
