@@ -223,8 +223,10 @@ final class LMDBEnvironment: @unchecked Sendable {
             let code = errno
             let reason = String(cString: strerror(code))
             switch code {
-            case ENOENT, ENOTDIR:
+            case ENOENT:
                 throw ArborError(.notFound, "cannot create \(path): its parent folder does not exist (\(reason))", backend: "lmdb", operation: "create")
+            case ENOTDIR:
+                throw ArborError(.notFound, "cannot create \(path): a part of its path is a file, not a folder (\(reason))", backend: "lmdb", operation: "create")
             case EACCES, EPERM, EROFS:
                 throw ArborError(.permissionDenied, "cannot create \(path): \(reason)", backend: "lmdb", operation: "create")
             case EEXIST:

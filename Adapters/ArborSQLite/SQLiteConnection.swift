@@ -275,8 +275,10 @@ enum SQLiteFiles {
             switch code {
             case EEXIST:
                 throw ArborError(.alreadyExists, "\(path) already exists (a store or another file); it was left untouched", backend: "sqlite", operation: "create")
-            case ENOENT, ENOTDIR:
+            case ENOENT:
                 throw ArborError(.notFound, "cannot create \(path): its folder does not exist (\(reason))", backend: "sqlite", operation: "create")
+            case ENOTDIR:
+                throw ArborError(.notFound, "cannot create \(path): a part of its path is a file, not a folder (\(reason))", backend: "sqlite", operation: "create")
             case EACCES, EPERM, EROFS:
                 throw ArborError(.permissionDenied, "cannot create \(path): \(reason)", backend: "sqlite", operation: "create")
             default:
