@@ -273,6 +273,8 @@ extension FuzzTally {
             return tally
         }
         tally.report(sourceLocation: sourceLocation)
+        // The seeds are valid inputs: a target that decodes none of them tests nothing.
+        #expect(tally.accepted > 0, "fuzz \(target): no input was decoded", sourceLocation: sourceLocation)
     }
 }
 
