@@ -44,6 +44,7 @@ import Testing
         var acknowledged = Set<String>()
         var generator = SystemRandomNumberGenerator()
         var kills = [Operation: Int]()
+        var killedMidway = [Operation: Int]()
         for round in 0..<Self.killsPerOperation {
             for operation in Operation.allCases {
                 let context = "\(engine) \(operation) round \(round)"
@@ -54,6 +55,7 @@ import Testing
                     try await Task.sleep(for: .milliseconds(Int.random(in: 50...600, using: &generator)))
                     child.terminate(signal: SIGKILL)
                     child.waitUntilExit()
+                    if child.terminationReason == .uncaughtSignal { killedMidway[operation, default: 0] += 1 }
                     acknowledged.formUnion(lines(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)).filter { $0.count == 64 })
                 case .migrate:
                     let (target, dropTarget) = try ExchangeKillTests.makeStore(engine)
@@ -80,6 +82,8 @@ import Testing
                 #expect(lost.isEmpty, "\(context): \(lost.count) acknowledged commits lost")
             }
         }
+        // The worker was really killed while committing, and had committed something first.
+        #expect(killedMidway[.commit, default: 0] > 0 && !acknowledged.isEmpty, "\(engine): no commit worker was killed mid-way")
         print("crash \(engine): \(kills.values.reduce(0, +)) kills (\(Operation.allCases.map { "\($0.rawValue) \(kills[$0] ?? 0)" }.joined(separator: ", "))), \(acknowledged.count) acknowledged commits, none lost, store intact after each")
     }
 }
