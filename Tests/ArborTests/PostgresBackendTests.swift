@@ -272,7 +272,10 @@ import Testing
         }
     }
 
-    @Test(.enabled(if: PostgresTestServer.isEnabled)) func exchangeWhoseConnectionDropsCompletesWhenRunAgain() async throws {
+    /// An exchange or a migration into PostgreSQL whose connection is terminated mid-copy fails
+    /// with a connection error, refs untouched; the same call run again reconnects and finishes.
+    @Test(.enabled(if: PostgresTestServer.isEnabled), arguments: [false, true])
+    func transferWhoseConnectionDropsCompletesWhenRunAgain(migrating: Bool) async throws {
         let source = Store(backend: MemoryBackend())
         for commit in 0..<4 {
             var changes = ChangeSet()
@@ -316,9 +319,9 @@ import Testing
             while ready.load(ordering: .acquiring) == 0 { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
             try #require(ready.load(ordering: .acquiring) == 1, "the blocker could not insert the root")
             do {
-                _ = try await source.exchange(to: target, batchSize: 200)
+                if migrating { _ = try await source.migrate(to: target) } else { _ = try await source.exchange(to: target, batchSize: 200) }
                 done.store(true, ordering: .releasing)
-                Issue.record("the exchange finished although its connection was terminated")
+                Issue.record("the transfer finished although its connection was terminated")
             } catch let error as ArborError {
                 done.store(true, ordering: .releasing)
                 #expect(error.code == .connection, "\(error)")
@@ -327,7 +330,11 @@ import Testing
             let wasTerminated = terminated.load(ordering: .acquiring)
             #expect(wasTerminated, "the exchange never waited on the blocker's row")
             // Run again: it reconnects, finds what landed and finishes.
-            try await source.exchange(to: target)
+            if migrating {
+                #expect(try await source.migrate(to: target).verified)
+            } else {
+                try await source.exchange(to: target)
+            }
             #expect(try await target.backend.ref(RefName.heads) == source.backend.ref(RefName.heads))
             #expect(try await target.values(Person.self).count == 8_000)
             try await target.close()
