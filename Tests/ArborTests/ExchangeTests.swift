@@ -474,23 +474,34 @@ import Testing
         }
     }
 
-    @Test func corruptSourceObjectIsNamedAndNothingIsApplied() async throws {
+    /// A corrupt object of the source stops an exchange or a migration (with and without only
+    /// the latest state), named, before any ref of the target changes; repaired, the same call
+    /// completes.
+    @Test(arguments: [0, 1, 2]) func corruptSourceObjectIsNamedAndNothingIsApplied(transfer: Int) async throws {
         let inner = MemoryBackend()
         let source = Store(backend: inner)
         try await fill(source)
         let root = try #require(try await source.head()).root
         let corrupting = Store(backend: CorruptingBackend(inner, corrupting: root))
         let target = Store(backend: MemoryBackend())
+        func run(_ from: Store) async throws {
+            switch transfer {
+            case 0: try await from.exchange(to: target)
+            case 1: try await from.migrate(to: target)
+            default: try await from.migrate(to: target, latestOnly: true)
+            }
+        }
         await #expect {
-            try await corrupting.exchange(to: target)
+            try await run(corrupting)
         } throws: { error in
             guard let error = error as? ArborError else { return false }
             return error.code == .corruptObject && error.message.contains(root.hex)
         }
         #expect(try await target.backend.ref(RefName.heads) == nil)
-        // Repaired (here: read without the fault), the same exchange completes.
-        try await source.exchange(to: target)
-        try await sameContent(source, target)
+        // Repaired (here: read without the fault), the same call completes.
+        try await run(source)
+        if transfer < 2 { try await sameContent(source, target) }
+        #expect(try await target.verify().isIntact)
     }
 
     /// Ways a correctly hashed index can misdescribe itself, which lookups (down the branches'
