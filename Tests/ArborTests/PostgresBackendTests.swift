@@ -341,6 +341,27 @@ import Testing
         }
     }
 
+    /// A store of another format version, and one that lost a table, are refused at open with
+    /// what is wrong, and left as they are.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func storesOfAnotherVersionOrMissingATableAreRefused() async throws {
+        try await withDatabase { url in
+            let store = Store(backend: try await PostgresBackend.create(.init(url: url)))
+            try await store.save(Person(id: "p", name: "x"))
+            try await store.close()
+            let session = try PostgresSession(url: url)
+            #expect(try session.execute("UPDATE arbor_meta SET value = '2' WHERE key = 'version'").affectedRows == 1)
+            await #expect { try await PostgresBackend.open(.init(url: url)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("format version 2")
+            }
+            #expect(try session.execute("UPDATE arbor_meta SET value = '1' WHERE key = 'version'").affectedRows == 1)
+            _ = try session.execute("DROP TABLE arbor_refs")
+            await #expect { try await PostgresBackend.open(.init(url: url)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("lacks the table(s) arbor_refs")
+            }
+            #expect(try session.execute("SELECT count(*) FROM arbor_objects").integer(0, 0) ?? 0 > 0, "the objects were left as they were")
+        }
+    }
+
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func corruptObjectIsReportedNamingTheHash() async throws {
         try await withDatabase { url in
             let store = Store(backend: try await PostgresBackend.create(.init(url: url)))
