@@ -174,6 +174,14 @@ struct ConnectionTarget: Sendable {
     /// libpq matches case-sensitively), the only form whose secrets ``secrets(in:)`` finds. libpq
     /// reads anything else as `key=value` settings, which would carry a password into messages.
     var isURI: Bool { url.utf8.starts(with: "postgresql://".utf8) || url.utf8.starts(with: "postgres://".utf8) }
+
+    /// Whether the URL's authority (between `://` and the path, query or end) holds more than one
+    /// `@`: an `@` of the user name or password that was not written as `%40`.
+    var hasSeveralAtSigns: Bool {
+        guard let start = url.range(of: "://")?.upperBound else { return false }
+        let authority = url[start...].prefix { $0 != "/" && $0 != "?" }
+        return authority.filter { $0 == "@" }.count > 1
+    }
 }
 
 extension ConnectionTarget: CustomReflectable {
@@ -288,6 +296,13 @@ final class PGConnection {
             // Not repeated in the message: where its password is cannot be known.
             throw ArborError(
                 .invalidInput, "a PostgreSQL store is named by a URL that starts with postgres:// or postgresql:// (libpq's key=value settings are not accepted)",
+                backend: Self.engine, operation: operation)
+        }
+        guard !target.hasSeveralAtSigns else {
+            // libpq would end the password at the first '@' and take the rest for the host,
+            // which its messages then repeat: part of the password, in plain text.
+            throw ArborError(
+                .invalidInput, "the PostgreSQL URL has more than one '@' before its host: write an '@' in the user name or password as %40",
                 backend: Self.engine, operation: operation)
         }
         self.target = target

@@ -54,6 +54,13 @@ import Testing
             dump(configuration, to: &dumped)
             #expect(!"\(configuration)".contains(secret) && !String(reflecting: configuration).contains(secret) && !dumped.contains(secret))
         }
+        // An '@' in the password, not written as %40: libpq would take what follows it for the
+        // host and repeat it. Refused, unrepeated.
+        await #expect {
+            _ = try await PostgresBackend.open(.init(url: "postgres://arbor:ab@xyz-part@127.0.0.1:1/arbor", connectTimeout: 1))
+        } throws: { error in
+            (error as? ArborError)?.code == .invalidInput && "\(error)".contains("%40") && !"\(error)".contains("xyz-part")
+        }
     }
 
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func wrongPasswordIsPermissionDenied() async throws {
