@@ -133,6 +133,9 @@ public final class JSONBackend: Backend {
                 // finishes it); a folder of other things is not an Arbor store.
                 if (try? isEmptyOrUnfinished(path)) == false {
                     let names = ((try? FileSystem.list(path)) ?? []).sorted()
+                    if Set(["objects", "refs"]).isSubset(of: names) {
+                        throw ArborError(.corruptObject, "\(path) has the folders of an Arbor JSON store but no \(markerName): restore it, or the store, from a backup or a replica", backend: "json", operation: "open")
+                    }
                     let shown = names.prefix(5).joined(separator: ", ") + (names.count > 5 ? ", …" : "")
                     throw ArborError(.unsupportedFormat, "\(path) is not an Arbor JSON store: it holds other files (\(shown)) and no \(markerName)", backend: "json", operation: "open")
                 }

@@ -175,12 +175,12 @@ struct ConnectionTarget: Sendable {
     /// reads anything else as `key=value` settings, which would carry a password into messages.
     var isURI: Bool { url.utf8.starts(with: "postgresql://".utf8) || url.utf8.starts(with: "postgres://".utf8) }
 
-    /// Whether the URL's authority (between `://` and the path, query or end) holds more than one
-    /// `@`: an `@` of the user name or password that was not written as `%40`.
+    /// Whether the URL holds more than one `@` before its path: an `@` of the user name or
+    /// password not written as `%40`. libpq ends the user info at the first `@` before any `/`
+    /// (a `?` does not end it) and reads the host from there on.
     var hasSeveralAtSigns: Bool {
         guard let start = url.range(of: "://")?.upperBound else { return false }
-        let authority = url[start...].prefix { $0 != "/" && $0 != "?" }
-        return authority.filter { $0 == "@" }.count > 1
+        return url[start...].prefix { $0 != "/" }.filter { $0 == "@" }.count > 1
     }
 }
 

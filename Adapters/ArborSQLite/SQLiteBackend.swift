@@ -148,8 +148,9 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                 try configure(connection, configuration)
                 // One transaction: the file is a store with its marker, or an empty database.
                 try connection.transaction(immediate: true) {
-                    // A creator racing this one for an empty database may have got here first.
-                    if adopted, try schemaObjects(connection) > 0 {
+                    // A creator racing this one for an empty database (which it made, or took
+                    // over) may have got here first.
+                    if try schemaObjects(connection) > 0 {
                         throw ArborError(.alreadyExists, "\(path) already exists (a store or another file); it was left untouched", backend: "sqlite", operation: "create")
                     }
                     try connection.execute("""
@@ -171,8 +172,9 @@ public final class SQLiteBackend: Backend, InPlaceReading {
             }
             return SQLiteBackend(configuration: configuration, connection: connection)
         } catch var error as ArborError {
-            // A file this create did not make is not its to remove.
-            if !adopted { SQLiteFiles.remove(path) }
+            // A file this create did not make is not its to remove, nor one another creator
+            // has made a store of meanwhile.
+            if !adopted, error.code != .alreadyExists, holdsNoSchema(path) { SQLiteFiles.remove(path) }
             if error.operation == nil { error.operation = "create" }
             throw error
         }

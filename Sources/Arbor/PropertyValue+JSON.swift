@@ -97,7 +97,8 @@ extension PropertyValue {
                 }
                 guard let interval = json["$interval"] else { return .date(date) }
                 let seconds: Double
-                switch try fromJSON(interval, depth: depth + 1) {
+                // Read at the date's own depth: it is part of one value, not nested in it.
+                switch try fromJSON(interval, depth: depth) {
                 case .double(let number): seconds = number
                 case .int(let number): seconds = Double(number)
                 default: throw invalid("$interval must be a number")

@@ -10,7 +10,7 @@ import Synchronization
 /// What a command says when Ctrl-C stops it, by what it was doing. Only async-signal-safe calls
 /// happen in the handler: a lock-free load, a write of a constant message and `_exit`.
 private let transferMessage: StaticString = "\ninterrupted: nothing is half-applied (refs change last); run the same command again to finish.\n"
-private let verifyingMessage: StaticString = "\ninterrupted while verifying: the copy is complete and its heads are set; run arbor verify on the target to check it.\n"
+private let verifyingMessage: StaticString = "\ninterrupted while verifying: the copy is complete and its heads are set; run the same command again (it verifies, copying nothing) or arbor verify on the target.\n"
 private let scratchRemovedMessage: StaticString = "\ninterrupted: the temporary stores were removed.\n"
 private let collectionMessage: StaticString = "\ninterrupted: what was removed stays removed, and what remains is whole; if another process committed meanwhile, run arbor verify on the store. Run arbor gc again to finish.\n"
 
@@ -25,8 +25,8 @@ enum Interruption {
     enum Work: Int {
         /// An exchange, sync, migration or clone copying: refs change last, a rerun finishes it.
         case transfer
-        /// A migration or clone verifying a copy whose heads are already set: a rerun would be
-        /// refused (the target has versions), `arbor verify` checks it.
+        /// A migration or clone verifying a copy whose heads are already set: the same command
+        /// run again verifies it (and copies nothing), as `arbor verify` on the target does.
         case verifyingCopy
         /// A garbage collection: a rerun finishes it, but what a concurrent commit re-used and
         /// the sweep had removed is not written back.

@@ -191,7 +191,10 @@ import Testing
     /// holds, `arbor get` prints and `arbor put` takes back.
     @Test func theDeepestValueARecordHoldsReadsBackFromJSON() throws {
         func nested(_ levels: Int) -> PropertyValue { (0..<levels).reduce(PropertyValue.null) { inner, _ in .array([inner]) } }
-        let deepest: [String: PropertyValue] = ["a": nested(ByteReader.maximumValueDepth - 1)]
+        func nestedDate(_ levels: Int) -> PropertyValue {
+            (0..<levels).reduce(PropertyValue.date(Date(timeIntervalSinceReferenceDate: 1.0005))) { inner, _ in .array([inner]) }
+        }
+        let deepest: [String: PropertyValue] = ["a": nested(ByteReader.maximumValueDepth - 1), "d": nestedDate(ByteReader.maximumValueDepth - 1)]
         #expect(try RecordCoding.decode(RecordCoding.encode(deepest)) == deepest)
         #expect(try PropertyValue.properties(json: JSONValue.parse(Array(JSONValue(properties: deepest).serialized().utf8))) == deepest)
         let deeper = JSONValue(properties: ["a": nested(ByteReader.maximumValueDepth)]).serialized()

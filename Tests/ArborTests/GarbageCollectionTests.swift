@@ -167,23 +167,30 @@ import Testing
         #expect(report.rescued > 1_000 && tasks == 1_100)
     }
 
+    /// A store on `inner` holding a kept task beside an orphan version of `count` tasks, on a
+    /// backend that runs a writer (its `onDelete`) at its `atDelete`th delete.
+    private func storeWithOrphan(_ inner: MemoryBackend, count: Int, atDelete: Int) async throws -> (orphan: Version, backend: LandingCommitBackend, store: Store) {
+        let orphan = try await orphan(on: inner, count: count)
+        let backend = LandingCommitBackend(inner, atDelete: atDelete)
+        let store = Store(backend: backend)
+        try await store.save(Task(id: "kept", title: "kept", done: true))
+        return (orphan.version, backend, store)
+    }
+
     /// A collection cancelled during its sweep stops between batches, and still checks a grace
     /// period later for writers that found a removed object present before it went: a commit
     /// moving its heads onto the orphan's index after the sweep stopped gets it written back
     /// (a cancelled collection used to skip that last check, its wait throwing at once).
     @Test func aCancelledSweepStillWritesBackWhatALateCommitReached() async throws {
         let inner = MemoryBackend()
-        let orphan = try await orphan(on: inner, count: 400)
-        let backend = LandingCommitBackend(inner, atDelete: 2)
-        let store = Store(backend: backend)
-        try await store.save(Task(id: "kept", title: "kept", done: true))
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 2)
         let landed = Mutex<_Concurrency.Task<Hash, any Error>?>(nil)
         backend.onDelete = {
             // A writer that found the orphan's objects present moves its heads 50 ms from now;
             // meanwhile the collection is cancelled.
             landed.withLock { $0 = _Concurrency.Task.detached {
                 try await _Concurrency.Task.sleep(for: .milliseconds(50))
-                return try await self.revive(orphan.version, on: inner, through: store)
+                return try await self.revive(orphan, on: inner, through: store)
             } }
             withUnsafeCurrentTask { $0?.cancel() }
         }
@@ -197,6 +204,25 @@ import Testing
         let after = try await store.verify()
         #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
         #expect(try await store.values(Task.self, at: revived).count == 400)
+    }
+
+    /// A delete that removes its batch and then fails (a connection dropped after the server
+    /// committed) still has what it removed checked a grace period later: a commit that landed on
+    /// it meanwhile gets it written back, though the collection then stops with the error.
+    @Test func aDeleteThatFailsAfterRemovingStillHasItsBatchWrittenBack() async throws {
+        let inner = MemoryBackend()
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 3, atDelete: 1)
+        backend.onDelete = {
+            try await self.revive(orphan, on: inner, through: store)
+            throw ArborError(.connection, "the connection dropped after the delete")
+        }
+        await #expect { try await store.collectGarbage(gracePeriod: .milliseconds(10), progress: nil, sweepBatch: 100) } throws: {
+            ($0 as? ArborError)?.code == .connection
+        }
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        let revived = try #require(try await store.heads().first { $0.message == "revived" }?.id)
+        #expect(try await store.values(Task.self, at: revived).count == 3)
     }
 
     /// A removed node is written back, and the nodes below it that are still there (in later

@@ -75,6 +75,15 @@ import Testing
                 (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("beach.jpg")
             }
             #expect { try JSONBackend.create(.init(path: photos)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+            // A store that lost only its marker is a damaged store, not another program's files.
+            let markerless = temporaryPath("markerless")
+            defer { removeItem(markerless) }
+            let damaged = Store(backend: try JSONBackend.create(.init(path: markerless)))
+            try await damaged.save(Task(id: "t", title: "x", done: false))
+            try FileManager.default.removeItem(atPath: markerless + "/arbor-store.json")
+            #expect { try JSONBackend.open(.init(path: markerless)) } throws: { error in
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains("no arbor-store.json")
+            }
             try Data("{\"format\": \"something-else\"}".utf8).write(to: URL(fileURLWithPath: other + "/arbor-store.json"))
             #expect { try JSONBackend.open(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
             try Data("{\"format\": \"arbor-json-store\", \"version\": 2}".utf8).write(to: URL(fileURLWithPath: other + "/arbor-store.json"))

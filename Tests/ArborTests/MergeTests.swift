@@ -390,6 +390,23 @@ import Testing
         }
     }
 
+    /// A type overridden to `.ours` keeps this store's side in a sync too, whatever the strategy.
+    @Test func syncKeepsThisStoresSideForATypeOverriddenToOurs() async throws {
+        var resolvers = MergeResolvers()
+        resolvers.register(Person.self, strategy: .ours)
+        for syncing in 0..<2 {
+            let backends = [MemoryBackend(), MemoryBackend()]
+            let stores = backends.map { Store(backend: $0, configuration: .init(replica: "r", mergeResolvers: resolvers)) }
+            let root = try await stores[0].change(on: nil) { try $0.save(Person(id: "p", name: "base")) }
+            try await sync(from: backends[0], to: backends[1])
+            for (index, store) in stores.enumerated() {
+                try await store.change(on: root) { try $0.save(Person(id: "p", name: "named on \(index)")) }
+            }
+            try await stores[syncing].sync(with: stores[1 - syncing])
+            for store in stores { #expect(try await store.value(Person.self, id: "p")?.name == "named on \(syncing)") }
+        }
+    }
+
     /// A configured `.manual` lets the configured per-type overrides settle their conflicts and
     /// stops at the rest; an explicit one stops at all (``typeResolverAndOverride()``).
     @Test func aConfiguredManualStrategyKeepsTheOverrides() async throws {

@@ -56,10 +56,12 @@ import Testing
         }
         // An '@' in the password, not written as %40: libpq would take what follows it for the
         // host and repeat it. Refused, unrepeated.
-        await #expect {
-            _ = try await PostgresBackend.open(.init(url: "postgres://arbor:ab@xyz-part@127.0.0.1:1/arbor", connectTimeout: 1))
-        } throws: { error in
-            (error as? ArborError)?.code == .invalidInput && "\(error)".contains("%40") && !"\(error)".contains("xyz-part")
+        for url in ["postgres://arbor:ab@xyz-part@127.0.0.1:1/arbor", "postgres://arbor:p?q@xyz-part@127.0.0.1:1/arbor"] {
+            await #expect {
+                _ = try await PostgresBackend.open(.init(url: url, connectTimeout: 1))
+            } throws: { error in
+                (error as? ArborError)?.code == .invalidInput && "\(error)".contains("%40") && !"\(error)".contains("xyz-part")
+            }
         }
     }
 

@@ -45,12 +45,14 @@ extension Store {
     /// - Complexity: that of two exchanges, a merge and a third exchange of the merge commit.
     @discardableResult
     public func sync(with other: Store, strategy: MergeStrategy? = nil, progress: TransferProgressHandler? = nil) async throws -> SyncReport {
-        let ownHeads = try await headState().heads
+        // This store's side: its heads the other store does not have. (Once both hold both
+        // sides, as after an interrupted sync, which was whose cannot be told: hash order.)
+        let ownHeads = Set(try await headState().heads).subtracting(try await other.headState().heads)
         let sent = try await exchange(to: other, progress: progress)
         let received = try await other.exchange(to: self, progress: progress)
         var merge: MergeOutcome?
         if try await headState().heads.count > 1 {
-            merge = try await mergeHeads(strategy: strategy, preferring: Set(ownHeads))
+            merge = try await mergeHeads(strategy: strategy, preferring: ownHeads)
         }
         let settled = try await exchange(to: other, progress: progress)
         return SyncReport(sent: sent, received: received, merge: merge, settled: settled)

@@ -81,6 +81,9 @@ extension Store {
             // Once something is removed, the last check below must run however the sweep ends:
             // a cancellation stops it between batches, an error (a dropped connection) anywhere.
             var stopped: (any Error)?
+            // From here on a marking runs to its end: one cut short would leave objects counted as
+            // reached whose links were never followed. The sweep stops between batches instead.
+            walk.stopsWhenCancelled = false
             do {
                 for chunk in try await topDown(candidates).chunks(of: max(sweepBatch, 1)) {
                     if Task.isCancelled { throw CancellationError() }
@@ -88,24 +91,29 @@ extension Store {
                     let batch = chunk.filter { !walk.reached.contains($0.hash) }
                     report.keptLate += chunk.count - batch.count
                     guard !batch.isEmpty else { continue }
+                    // Kept before the delete: one that fails partway may have removed some.
+                    for (hash, bytes) in batch { removed[hash] = bytes }
                     try await backend.delete(batch.map(\.hash))
                     forgetCached(batch.map(\.hash))
-                    for (hash, bytes) in batch {
-                        removed[hash] = bytes
-                        report.removedBytes += bytes.count
-                    }
+                    report.removedBytes += batch.reduce(0) { $0 + $1.bytes.count }
                     report.removedObjects += batch.count
                     report.rescued += try await rescue(&walk, from: &removed)
                 }
             } catch {
                 stopped = error
             }
-            if report.removedObjects > 0 {
+            if !removed.isEmpty {
                 // A writer that found an object present just before its batch was deleted may
                 // move its heads up to a grace period later. The wait runs in a task of its own,
                 // so that a cancelled collection still waits it out.
                 await Task.detached { try? await Task.sleep(for: gracePeriod) }.value
-                walk.stopsWhenCancelled = false
+                if stopped != nil {
+                    // A marking an error stopped midway left objects counted as reached whose
+                    // links were never followed: mark again from scratch.
+                    walk = IntegrityWalk(backend: backend, progress: nil)
+                    walk.stopsWhenCancelled = false
+                    walk.recordsMissing = true
+                }
                 report.rescued += try await rescue(&walk, from: &removed)
                 report.removedObjects -= report.rescued
                 // Again: a read that fetched an object just before its batch was deleted may have

@@ -114,11 +114,12 @@ struct IntegrityWalk {
 
     /// ``fetch(_:namedBy:versions:)``, with what names each object.
     mutating func fetch(_ hashes: [Hash], namedBy parentOf: (Hash) -> String, versions: Bool = false) async throws -> [Hash: [UInt8]] {
+        // Before anything is counted as reached: a walk stopped here has marked nothing unread.
+        if stopsWhenCancelled { try Task.checkCancellation() }
         var fresh = [Hash]()
         for hash in hashes where reached.insert(hash).inserted { fresh.append(hash) }
         var intact = [Hash: [UInt8]](minimumCapacity: fresh.count)
         for chunk in fresh.chunks(of: Transfer.requestSize) {
-            if stopsWhenCancelled { try Task.checkCancellation() }
             var objects: [Hash: [UInt8]]
             var refused = [Hash: String]()
             do {

@@ -28,6 +28,14 @@ public struct MergeResolvers: Sendable {
 
     public init() {}
 
+    /// Whether a type's conflicts go to one side (``MergeStrategy/ours`` or ``MergeStrategy/theirs``):
+    /// a sync then tells the sides apart as it does for those strategies.
+    var takesSides: Bool {
+        rules.values.contains { rule in
+            if case .strategy(let strategy) = rule { [MergeStrategy.ours, .theirs].contains(strategy) } else { false }
+        }
+    }
+
     /// Records of `type` settle their conflicts with `strategy`.
     public mutating func register<Value: Storable>(_ type: Value.Type, strategy: MergeStrategy) {
         rules[Value.typeName] = .strategy(strategy)

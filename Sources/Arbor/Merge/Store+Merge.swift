@@ -72,7 +72,8 @@ extension Store {
         let (_, ids) = try await headState()
         let rule = MergeRule(strategy: strategy ?? configuration.mergeStrategy, overridesUnderManual: strategy == nil)
         let ours = ids.filter(preferred.contains)
-        let sides = [MergeStrategy.ours, .theirs].contains(rule.strategy) && !ours.isEmpty && ours.count < ids.count
+        let takesSides = [MergeStrategy.ours, .theirs].contains(rule.strategy) || configuration.mergeResolvers.takesSides
+        let sides = takesSides && !ours.isEmpty && ours.count < ids.count
             ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
         guard let outcome = try await foldHeads(sides, rule: rule) else { return nil }
         if let result = outcome.version {
@@ -82,13 +83,17 @@ extension Store {
     }
 
     /// The conflicts a ``MergeStrategy/manual`` merge of the current heads would stop at;
-    /// no ref changes. Empty when the heads merge cleanly.
+    /// no ref changes. Empty when the heads merge cleanly. With manual the configured strategy,
+    /// the configured per-type overrides settle theirs first, as ``mergeHeads(strategy:)`` does.
     ///
     /// With three or more heads, the clean merges of the first pairs are written as objects
     /// (unreferenced, as any interrupted write) to compute the next.
     public func conflicts() async throws -> [MergeConflict] {
         let (_, ids) = try await headState()
-        if case .conflicts(let conflicts)? = try await foldHeads([ids], rule: MergeRule(strategy: .manual)) { return conflicts }
+        // What mergeHeads() would stop at when manual is the configured strategy (the overrides
+        // settling theirs); every conflict otherwise.
+        let rule = MergeRule(strategy: .manual, overridesUnderManual: configuration.mergeStrategy == .manual)
+        if case .conflicts(let conflicts)? = try await foldHeads([ids], rule: rule) { return conflicts }
         return []
     }
 
