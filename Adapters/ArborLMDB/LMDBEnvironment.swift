@@ -187,16 +187,7 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// empty `data.mdb` is not taken for one: it is what a store cut short to nothing looks like,
     /// and is reported as such.
     static func holdsUnfinishedCreate(_ path: String) -> Bool {
-        guard let directory = opendir(path) else { return false }
-        defer { closedir(directory) }
-        var names = Set<String>()
-        while let entry = readdir(directory) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
-            }
-            if name != "." && name != ".." { names.insert(name) }
-        }
-        guard !names.isEmpty, names.isSubset(of: ["data.mdb", "lock.mdb"]) else { return false }
+        guard let names = entries(of: path).map(Set.init), !names.isEmpty, names.isSubset(of: ["data.mdb", "lock.mdb"]) else { return false }
         guard names.contains("data.mdb") else { return true }
         guard let length = fileLength(path + "/data.mdb"), length > 0,
               let meta = LMDBMeta.newest(in: path + "/data.mdb", pageSize: Int(sysconf(Int32(_SC_PAGESIZE))))
@@ -204,17 +195,23 @@ final class LMDBEnvironment: @unchecked Sendable {
         return meta.mainRoot == nil
     }
 
-    /// The names in a folder, without `.` and `..` (empty if it cannot be read).
+    /// Whether the folder at `path` can be read and holds nothing.
     static func isEmptyFolder(_ path: String) -> Bool {
-        guard let directory = opendir(path) else { return false }
+        entries(of: path)?.isEmpty ?? false
+    }
+
+    /// The names in the folder at `path`, without `.` and `..`; `nil` if it cannot be read.
+    private static func entries(of path: String) -> [String]? {
+        guard let directory = opendir(path) else { return nil }
         defer { closedir(directory) }
+        var names = [String]()
         while let entry = readdir(directory) {
             let name = withUnsafePointer(to: entry.pointee.d_name) {
                 $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
             }
-            if name != "." && name != ".." { return false }
+            if name != "." && name != ".." { names.append(name) }
         }
-        return true
+        return names
     }
 
     /// Creates the store's folder (mode 0700). Its parent must exist.

@@ -28,9 +28,6 @@ enum Interruption {
         /// A migration or clone verifying a copy whose heads are already set: the same command
         /// run again verifies it (and copies nothing), as `arbor verify` on the target does.
         case verifyingCopy
-        /// A garbage collection: a rerun finishes it, but what a concurrent commit re-used and
-        /// the sweep had removed is not written back.
-        case collection
     }
 
     /// Makes SIGINT print what `work` leaves behind and exit with status 130.
@@ -39,7 +36,6 @@ enum Interruption {
         signal(SIGINT) { _ in
             let message = switch interruptedWork.load(ordering: .relaxed) {
             case Work.verifyingCopy.rawValue: verifyingMessage
-            case Work.collection.rawValue: collectionMessage
             default: transferMessage
             }
             _ = write(STDERR_FILENO, message.utf8Start, message.utf8CodeUnitCount)
@@ -51,9 +47,7 @@ enum Interruption {
     /// returned source is cancelled (then SIGINT stops the process as before). The removal runs on
     /// a dispatch queue, not in a signal handler, where a file system walk is not allowed.
     static func removeOnInterrupt(_ path: String) -> any DispatchSourceSignal {
-        signal(SIGINT, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler {
+        onInterrupt {
             handlingInterrupt.store(true, ordering: .sequentiallyConsistent)
             // The work goes on meanwhile: moved aside first, the folder gets no new files by its
             // path, and a removal that raced one is tried again.
@@ -65,19 +59,14 @@ enum Interruption {
             _ = write(STDERR_FILENO, scratchRemovedMessage.utf8Start, scratchRemovedMessage.utf8CodeUnitCount)
             _exit(130)
         }
-        source.setCancelHandler { signal(SIGINT, SIG_DFL) }
-        source.resume()
-        return source
     }
 
-    /// Makes the first SIGINT print `first` and cancel `task`, which then stops where it is
-    /// safe to; a second SIGINT prints what ``Work/collection`` leaves behind and exits with
-    /// status 130 at once. Until the returned source is cancelled.
+    /// Makes the first SIGINT print `first` and cancel `task` (a garbage collection), which then
+    /// stops where it is safe to; a second SIGINT prints what an interrupted collection leaves
+    /// behind and exits with status 130 at once. Until the returned source is cancelled.
     static func cancelOnInterrupt(_ task: Task<Void, any Error>, saying first: StaticString) -> any DispatchSourceSignal {
-        signal(SIGINT, SIG_IGN)
         let interrupts = Atomic<Int>(0)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler {
+        return onInterrupt {
             if interrupts.add(1, ordering: .sequentiallyConsistent).newValue == 1 {
                 _ = write(STDERR_FILENO, first.utf8Start, first.utf8CodeUnitCount)
                 task.cancel()
@@ -86,6 +75,15 @@ enum Interruption {
                 _exit(130)
             }
         }
+    }
+
+    /// Runs `handler` on a dispatch queue at each SIGINT, instead of stopping the process, until
+    /// the returned source is cancelled: then SIGINT stops it as before. Off the signal handler,
+    /// `handler` may do what a handler may not (walk the file system, cancel a task).
+    private static func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler(handler: handler)
         source.setCancelHandler { signal(SIGINT, SIG_DFL) }
         source.resume()
         return source

@@ -32,7 +32,7 @@ extension Store {
     @discardableResult
     public func merge(_ ours: Hash, _ theirs: Hash, strategy: MergeStrategy? = nil) async throws -> MergeOutcome {
         let sides = try await versions([ours, theirs])
-        let rule = MergeRule(strategy: strategy ?? configuration.mergeStrategy, overridesUnderManual: strategy == nil)
+        let rule = MergeRule(asked: strategy, configuration: configuration)
         let outcome = try await merge(sides[0], sides[1], rule: rule)
         if case .fastForward(let result) = outcome {
             // The heads move only when the side passed by was one of them: a fast-forward
@@ -70,7 +70,7 @@ extension Store {
     /// version, then the two, ours first.
     func mergeHeads(strategy: MergeStrategy?, preferring preferred: Set<Hash>) async throws -> MergeOutcome? {
         let (_, ids) = try await headState()
-        let rule = MergeRule(strategy: strategy ?? configuration.mergeStrategy, overridesUnderManual: strategy == nil)
+        let rule = MergeRule(asked: strategy, configuration: configuration)
         let ours = ids.filter(preferred.contains)
         let takesSides = [MergeStrategy.ours, .theirs].contains(rule.strategy) || configuration.mergeResolvers.takesSides
         let sides = takesSides && !ours.isEmpty && ours.count < ids.count
@@ -296,6 +296,16 @@ final class VirtualAncestors {
 struct MergeRule {
     var strategy: MergeStrategy
     var overridesUnderManual = false
+
+    init(strategy: MergeStrategy, overridesUnderManual: Bool = false) {
+        (self.strategy, self.overridesUnderManual) = (strategy, overridesUnderManual)
+    }
+
+    /// The rule of a merge asked for with `asked` (`nil`: the configured strategy, whose
+    /// per-type overrides then apply also under manual).
+    init(asked: MergeStrategy?, configuration: Store.Configuration) {
+        self.init(strategy: asked ?? configuration.mergeStrategy, overridesUnderManual: asked == nil)
+    }
 }
 
 /// The merges of a tournament of heads, and what they did.
