@@ -562,7 +562,7 @@ final class LMDBEnvironment: @unchecked Sendable {
             mdb_env_info(env, &info)
             guard info.me_mapsize <= size else { return }
             guard size < maximumMapSize else {
-                throw ArborError(.io, "the LMDB map of \(path) is full at its maximum size of \(maximumMapSize) bytes; raise maximumMapSize", backend: "lmdb", operation: operation)
+                throw ArborError(.io, "the LMDB map of \(path) is full at its maximum size of \(maximumMapSize) bytes; open it with a larger LMDBBackend.Configuration.maximumMapSize", backend: "lmdb", operation: operation)
             }
             let grown = min(max(size * 2, 1 << 20), maximumMapSize)
             try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, grown))

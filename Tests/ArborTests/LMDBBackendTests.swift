@@ -254,6 +254,42 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
         }
     }
 
+    /// A map at its configured maximum refuses the batch whole, says so, and keeps what was
+    /// stored; opened with a larger maximum, the same batch lands.
+    @Test func aMapFullAtItsMaximumRefusesTheBatchAndKeepsTheStore() async throws {
+        try await withPath { path in
+            let maximum = 1 << 20
+            let backend = try LMDBBackend.create(.init(path: path, synchronous: false, initialMapSize: 256 * 1024, maximumMapSize: maximum))
+            let store = Store(backend: backend)
+            var first = ChangeSet()
+            for index in 0..<100 { try first.save(Person(id: "p\(index)", name: "first")) }
+            let kept = try await store.commit(first)
+            let large = (0..<2_000).map { index -> (hash: Hash, bytes: [UInt8]) in
+                let bytes = [UInt8](repeating: 7, count: 1_000) + withUnsafeBytes(of: index) { Array($0) }
+                return (Hash.of(bytes), bytes)
+            }
+            await #expect {
+                try await backend.put(large)
+            } throws: { error in
+                let error = error as? ArborError
+                return error?.code == .io && error?.message.contains("full at its maximum size of \(maximum) bytes") == true
+                    && error?.backend == "lmdb"
+            }
+            #expect(backend.mapSize == maximum)
+            // The refused batch left nothing; the commit before it is whole.
+            #expect(try await backend.contains(large.map(\.hash)).isEmpty)
+            #expect(try await store.heads().map(\.id) == [kept.id])
+            #expect(try await store.values(Person.self).count == 100)
+            #expect(try await store.verify().isIntact)
+            try await store.close()
+
+            let larger = try LMDBBackend.open(.init(path: path, maximumMapSize: 16 << 20))
+            try await larger.put(large)
+            #expect(try await larger.contains(large.map(\.hash)).count == large.count)
+            try await larger.close()
+        }
+    }
+
     /// LMDB reads through a memory map: a read past the end of a data file that was cut short
     /// used to kill the process with SIGBUS. Now the open refuses it, names the file and reads
     /// nothing; an emptied file is not mistaken for a new environment (and written to).
