@@ -2,7 +2,7 @@
 import PackageDescription
 
 // A separate package so that users of Arbor never fetch or build benchmark code.
-// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit|phases|engines|reads|merge|postgres|transfer|integrity] [--records N] [--reads N] [--json-records N] [--adapters sqlite,lmdb] [--store URL [--build] [--tasks N]]
+// Run: swift run -c release --package-path Benchmarks arbor-benchmarks [commit|phases|engines|reads|merge|sync|history|heads|import|postgres|transfer|integrity] [--records N] [--reads N] [--json-records N] [--adapters sqlite,lmdb] [--ids ordered] [--changes K] [--conflicts] [--batch N] [--store URL [--build] [--tasks N]]
 // The postgres suite needs (and transfer uses when set) ARBOR_BENCH_POSTGRES_URL (e.g. from scripts/postgres-fixture.sh start).
 let package = Package(
     name: "ArborBenchmarks",

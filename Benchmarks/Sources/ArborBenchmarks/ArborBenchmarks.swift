@@ -108,7 +108,7 @@ struct ArborBenchmarks {
                         print("the postgres benchmark needs ARBOR_BENCH_POSTGRES_URL=postgres://user:password@host:port/database; for a throwaway server: eval \"$(bash scripts/postgres-fixture.sh start)\" and use $ARBOR_TEST_POSTGRES_URL")
                         exit(2)
                     }
-                    try await PostgresBenchmark(records: records).run(url: url)
+                    try await PostgresBenchmark(records: records, reads: reads).run(url: url)
                 case "merge":
                     for engine in adapters == ["memory", "json"] ? ["memory"] : adapters {
                         // `--records N --changes K`: one store of N records, K changes a side.

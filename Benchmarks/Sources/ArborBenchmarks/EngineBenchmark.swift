@@ -19,7 +19,13 @@ import Foundation
 /// are random, as UUIDv4 ids are.
 ///
 /// Both sides use the adapters' default durability (SQLite WAL with `synchronous = FULL`, LMDB
-/// with sync on commit), so the raw floor pays one flush and Arbor one per transaction.
+/// with sync on commit), so the raw floor pays one flush and Arbor one per transaction; the raw
+/// engine is also timed in transactions of `batch` rows, as Arbor commits, and that ratio is
+/// printed beside the floor's. On SQLite both write timings end with the WAL checkpointed into
+/// the database (`wal_checkpoint(TRUNCATE)`), and both sizes are taken with no WAL, so neither
+/// side leaves work outside its timer or counts a WAL the other has not. Raw SQLite reads with a
+/// page cache as large as the memory budget of Arbor's reading store
+/// (``Store/Configuration/cacheMemoryLimit``).
 struct EngineBenchmark {
     var records: Int
     var batch: Int = 10_000
@@ -30,6 +36,8 @@ struct EngineBenchmark {
         var write: Double
         var read: Double
         var bytes: Int
+        /// The raw engine only: the same rows written in transactions of `batch` rows.
+        var batchedWrite: Double? = nil
     }
 
     func run(engines: [String]) async throws {
@@ -42,16 +50,19 @@ struct EngineBenchmark {
             let arbor: Figures
             switch engine {
             case "sqlite":
-                raw = try RawSQLite.run(path: folder + "/raw.sqlite", rows: records, reads: reads, ordered: orderedIDs)
+                raw = try RawSQLite.run(path: folder + "/raw.sqlite", rows: records, reads: reads, ordered: orderedIDs, batch: batch)
                 let path = folder + "/arbor.sqlite"
                 // The same reads once more through a second backend that maps the file.
                 let mapped = { try SQLiteBackend.open(.init(path: path, memoryMapSize: 1 << 40)) as any Backend }
-                arbor = try await runArbor(try SQLiteBackend.create(.init(path: path)), label: engine, alsoReadThrough: ("with mmap", mapped)) {
+                arbor = try await runArbor(
+                    try SQLiteBackend.create(.init(path: path)), label: engine, alsoReadThrough: ("with mmap", mapped),
+                    settle: { try RawSQLite.checkpoint(path) }
+                ) {
                     print(String(format: "sqlite arbor files: database %.1f MB, WAL %.1f MB", Double(EngineBenchmark.size(of: [path])) / 1e6, Double(EngineBenchmark.size(of: [path + "-wal"])) / 1e6))
                     return EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"])
                 }
             case "lmdb":
-                raw = try RawLMDB.run(path: folder + "/raw", rows: records, reads: reads, ordered: orderedIDs)
+                raw = try RawLMDB.run(path: folder + "/raw", rows: records, reads: reads, ordered: orderedIDs, batch: batch)
                 let path = folder + "/arbor"
                 arbor = try await runArbor(try LMDBBackend.create(.init(path: path)), label: engine) {
                     EngineBenchmark.size(ofFolder: path)
@@ -60,21 +71,28 @@ struct EngineBenchmark {
                 print("unknown engine \(engine); available: sqlite, lmdb")
                 continue
             }
-            print(String(format: "%-6@ raw   bulk write %9.3f s   %6d point reads %8.3f s   on disk %8.1f MB",
-                         engine, raw.write, reads, raw.read, Double(raw.bytes) / 1e6))
+            print(String(format: "%-6@ raw   bulk write %9.3f s   %6d point reads %8.3f s   on disk %8.1f MB   (in transactions of %d rows: write %.3f s)",
+                         engine, raw.write, reads, raw.read, Double(raw.bytes) / 1e6, batch, raw.batchedWrite ?? .nan))
             print(String(format: "%-6@ arbor commit     %9.3f s   %6d point reads %8.3f s   on disk %8.1f MB",
                          engine, arbor.write, reads, arbor.read, Double(arbor.bytes) / 1e6))
-            print(String(format: "%-6@ arbor/raw: write %.2fx (target 1.5x)  reads %.2fx (target 2x)  size %.2fx (target 2x)",
-                         engine, arbor.write / raw.write, arbor.read / raw.read, Double(arbor.bytes) / Double(raw.bytes)))
+            print(String(format: "%-6@ arbor/raw: write %.2fx (target 1.5x; %.2fx against raw transactions of %d)  reads %.2fx (target 2x)  size %.2fx (target 2x)",
+                         engine, arbor.write / raw.write, arbor.write / (raw.batchedWrite ?? .nan), batch,
+                         arbor.read / raw.read, Double(arbor.bytes) / Double(raw.bytes)))
         }
     }
 
+    /// `settle`: work the engine still owes after the last commit (SQLite: the checkpoint the raw
+    /// floor pays inside its timer), timed and added to the write.
     private func runArbor(
-        _ backend: any Backend, label: String, alsoReadThrough other: (name: String, open: () throws -> any Backend)? = nil, size: () -> Int
+        _ backend: any Backend, label: String, alsoReadThrough other: (name: String, open: () throws -> any Backend)? = nil,
+        settle: () throws -> Void = {}, size: () -> Int
     ) async throws -> Figures {
         let items = CommitBenchmark.items(records, ordered: orderedIDs)
         let store = Store(backend: backend, configuration: .init(replica: "bench"))
-        let (write, head) = try await CommitBenchmark.commit(items, in: store, batch: batch)
+        var (write, head) = try await CommitBenchmark.commit(items, in: store, batch: batch)
+        let settling = ContinuousClock.now
+        try settle()
+        write += (ContinuousClock.now - settling).seconds
         // Reads through a fresh Store, so the node cache starts cold as after opening a store.
         let reader = Store(backend: backend, configuration: .init(replica: "bench"))
         var generator = SystemRandomNumberGenerator()
@@ -145,49 +163,89 @@ struct EngineBenchmark {
 }
 
 /// The raw SQLite floor: the best table shape for rows this small (a `WITHOUT ROWID` table
-/// keyed by a 32-byte blob), WAL, one transaction, one prepared insert; reads with one prepared
-/// select.
+/// keyed by a 32-byte blob), WAL, one prepared insert, the rows in one transaction (and again,
+/// into another file, in transactions of `batch` rows); reads with one prepared select.
 enum RawSQLite {
-    static func run(path: String, rows: Int, reads: Int, ordered: Bool) throws -> EngineBenchmark.Figures {
+    static func run(path: String, rows: Int, reads: Int, ordered: Bool, batch: Int) throws -> EngineBenchmark.Figures {
+        let (keys, value) = EngineBenchmark.randomRows(rows, ordered: ordered)
+        let batchedWrite = try RawSQLiteFile(path: path + "-batched").write(keys, value, transactionRows: batch)
+        let file = try RawSQLiteFile(path: path)
+        let write = try file.write(keys, value, transactionRows: rows)
+        let read = try file.read(keys, reads: reads)
+        return .init(write: write, read: read, bytes: EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"]), batchedWrite: batchedWrite)
+    }
+
+    /// Checkpoints the WAL of the database at `path` into it and truncates the WAL, through a
+    /// connection of its own (as a writer's last commit leaves it, less what was checkpointed).
+    static func checkpoint(_ path: String) throws {
+        let file = try RawSQLiteFile(path: path, creating: false)
+        try file.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+}
+
+/// One raw SQLite connection, closed when it goes.
+final class RawSQLiteFile {
+    let path: String
+    let db: OpaquePointer
+    private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    init(path: String, creating: Bool = true) throws {
+        self.path = path
         var handle: OpaquePointer?
-        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let db = handle else {
+        let flags = SQLITE_OPEN_READWRITE | (creating ? SQLITE_OPEN_CREATE : 0)
+        guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK, let handle else {
+            sqlite3_close_v2(handle)
             throw ArborError(.engine, "raw sqlite: cannot open \(path)")
         }
-        defer { sqlite3_close_v2(db) }
-        func exec(_ sql: String) throws {
-            guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
-                throw ArborError(.engine, "raw sqlite: \(sql): \(String(cString: sqlite3_errmsg(db)))")
-            }
-        }
-        func prepare(_ sql: String) throws -> OpaquePointer {
-            var statement: OpaquePointer?
-            guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-                throw ArborError(.engine, "raw sqlite: \(sql): \(String(cString: sqlite3_errmsg(db)))")
-            }
-            return statement
-        }
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        // The page cache Arbor's writing connection has (SQLiteBackend.Configuration.writerCacheSize).
-        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA cache_size = -32768")
-        try exec("CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
-        let (keys, value) = EngineBenchmark.randomRows(rows, ordered: ordered)
+        db = handle
+        sqlite3_busy_timeout(db, 10_000)
+    }
 
+    deinit { sqlite3_close_v2(db) }
+
+    func exec(_ sql: String) throws {
+        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+            throw ArborError(.engine, "raw sqlite: \(sql): \(String(cString: sqlite3_errmsg(db)))")
+        }
+    }
+
+    func prepare(_ sql: String) throws -> OpaquePointer {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            throw ArborError(.engine, "raw sqlite: \(sql): \(String(cString: sqlite3_errmsg(db)))")
+        }
+        return statement
+    }
+
+    /// Seconds to write the rows in transactions of `transactionRows`, and to checkpoint the WAL
+    /// into the database at the end (the timer stops with every row in the database file).
+    func write(_ keys: [[UInt8]], _ value: (Int) -> [UInt8], transactionRows: Int) throws -> Double {
+        // The page cache and checkpoint interval Arbor's writing connection has
+        // (SQLiteBackend.Configuration.writerCacheSize, `wal_autocheckpoint = 8192`).
+        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA cache_size = -32768; PRAGMA wal_autocheckpoint = 8192")
+        try exec("CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
         let insert = try prepare("INSERT INTO kv (key, value) VALUES (?1, ?2)")
         defer { sqlite3_finalize(insert) }
         let start = ContinuousClock.now
-        try exec("BEGIN IMMEDIATE")
-        for (index, key) in keys.enumerated() {
-            let row = value(index)
-            _ = key.withUnsafeBytes { sqlite3_bind_blob(insert, 1, $0.baseAddress, 32, transient) }
-            _ = row.withUnsafeBytes { sqlite3_bind_blob(insert, 2, $0.baseAddress, Int32($0.count), transient) }
-            guard sqlite3_step(insert) == SQLITE_DONE else { throw ArborError(.engine, "raw sqlite insert: \(String(cString: sqlite3_errmsg(db)))") }
-            sqlite3_reset(insert)
+        for first in stride(from: 0, to: keys.count, by: max(transactionRows, 1)) {
+            try exec("BEGIN IMMEDIATE")
+            for index in first..<min(first + transactionRows, keys.count) {
+                let row = value(index)
+                _ = keys[index].withUnsafeBytes { sqlite3_bind_blob(insert, 1, $0.baseAddress, 32, transient) }
+                _ = row.withUnsafeBytes { sqlite3_bind_blob(insert, 2, $0.baseAddress, Int32($0.count), transient) }
+                guard sqlite3_step(insert) == SQLITE_DONE else { throw ArborError(.engine, "raw sqlite insert: \(String(cString: sqlite3_errmsg(db)))") }
+                sqlite3_reset(insert)
+            }
+            try exec("COMMIT")
         }
-        try exec("COMMIT")
-        let write = (ContinuousClock.now - start).seconds
-        // Reads with SQLite's default cache, as Arbor's reading connections have.
-        try exec("PRAGMA cache_size = -2000")
+        try exec("PRAGMA wal_checkpoint(TRUNCATE)")
+        return (ContinuousClock.now - start).seconds
+    }
 
+    /// Seconds for `reads` point reads of keys picked at random from `keys`, each value copied out.
+    func read(_ keys: [[UInt8]], reads: Int) throws -> Double {
+        // The memory Arbor's reading store may use for its caches (Store.Configuration.cacheMemoryLimit).
+        try exec("PRAGMA cache_size = -\(Store.Configuration().cacheMemoryLimit / 1024)")
         let select = try prepare("SELECT value FROM kv WHERE key = ?1")
         defer { sqlite3_finalize(select) }
         var generator = SystemRandomNumberGenerator()
@@ -204,53 +262,88 @@ enum RawSQLite {
         }
         let read = (ContinuousClock.now - readStart).seconds
         guard total == reads * 100 else { throw ArborError(.engine, "raw sqlite: read \(total) bytes, not \(reads * 100)") }
-        return .init(write: write, read: read, bytes: EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"]))
+        return read
     }
 }
 
-/// The raw LMDB floor: one environment, one write transaction, `mdb_put` per row; one read
-/// transaction per point read (as Arbor's backend does per batch).
+/// The raw LMDB floor: one environment, `mdb_put` per row, the rows in one write transaction (and
+/// again, into another environment, in transactions of `batch` rows); one read transaction per
+/// point read (as Arbor's backend does per batch).
 enum RawLMDB {
-    static func run(path: String, rows: Int, reads: Int, ordered: Bool) throws -> EngineBenchmark.Figures {
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        func check(_ call: String, _ code: Int32) throws {
-            if code != 0 { throw ArborError(.engine, "raw lmdb: \(call): \(String(cString: mdb_strerror(code)))") }
-        }
-        var handle: OpaquePointer?
-        try check("mdb_env_create", mdb_env_create(&handle))
-        guard let env = handle else { throw ArborError(.engine, "raw lmdb: no environment") }
-        defer { mdb_env_close(env) }
-        try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(env, 4))
-        try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, max(1 << 30, rows * 400)))
-        try check("mdb_env_open", mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600))
+    static func run(path: String, rows: Int, reads: Int, ordered: Bool, batch: Int) throws -> EngineBenchmark.Figures {
         let (keys, value) = EngineBenchmark.randomRows(rows, ordered: ordered)
+        let batchedWrite = try RawLMDBEnvironment(path: path + "-batched", rows: rows).write(keys, value, transactionRows: batch)
+        let environment = try RawLMDBEnvironment(path: path, rows: rows)
+        let write = try environment.write(keys, value, transactionRows: rows)
+        let read = try environment.read(keys, reads: reads)
+        return .init(write: write, read: read, bytes: EngineBenchmark.size(ofFolder: path), batchedWrite: batchedWrite)
+    }
+}
 
-        let start = ContinuousClock.now
-        var txn: OpaquePointer?
-        try check("mdb_txn_begin", mdb_txn_begin(env, nil, 0, &txn))
-        var dbi: MDB_dbi = 0
-        try check("mdb_dbi_open", mdb_dbi_open(txn, "kv", UInt32(MDB_CREATE), &dbi))
-        for (index, key) in keys.enumerated() {
-            let row = value(index)
-            let code = key.withUnsafeBytes { k in
-                row.withUnsafeBytes { v in
-                    var keyValue = MDB_val(mv_size: 32, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
-                    var dataValue = MDB_val(mv_size: v.count, mv_data: UnsafeMutableRawPointer(mutating: v.baseAddress))
-                    return mdb_put(txn, dbi, &keyValue, &dataValue, 0)
-                }
-            }
-            try check("mdb_put", code)
+/// One raw LMDB environment with one database, closed when it goes.
+final class RawLMDBEnvironment {
+    let env: OpaquePointer
+    private var dbi: MDB_dbi = 0
+
+    static func check(_ call: String, _ code: Int32) throws {
+        if code != 0 { throw ArborError(.engine, "raw lmdb: \(call): \(String(cString: mdb_strerror(code)))") }
+    }
+
+    init(path: String, rows: Int) throws {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        var handle: OpaquePointer?
+        try Self.check("mdb_env_create", mdb_env_create(&handle))
+        guard let handle else { throw ArborError(.engine, "raw lmdb: no environment") }
+        do {
+            try Self.check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(handle, 4))
+            try Self.check("mdb_env_set_mapsize", mdb_env_set_mapsize(handle, max(1 << 30, rows * 400)))
+            try Self.check("mdb_env_open", mdb_env_open(handle, path, UInt32(MDB_NOTLS), 0o600))
+        } catch {
+            mdb_env_close(handle)
+            throw error
         }
-        try check("mdb_txn_commit", mdb_txn_commit(txn))
-        let write = (ContinuousClock.now - start).seconds
+        env = handle
+    }
 
+    deinit { mdb_env_close(env) }
+
+    /// Seconds to write the rows in write transactions of `transactionRows` rows each.
+    func write(_ keys: [[UInt8]], _ value: (Int) -> [UInt8], transactionRows: Int) throws -> Double {
+        let start = ContinuousClock.now
+        for first in stride(from: 0, to: keys.count, by: max(transactionRows, 1)) {
+            var txn: OpaquePointer?
+            try Self.check("mdb_txn_begin", mdb_txn_begin(env, nil, 0, &txn))
+            do {
+                try Self.check("mdb_dbi_open", mdb_dbi_open(txn, "kv", UInt32(MDB_CREATE), &dbi))
+                for index in first..<min(first + transactionRows, keys.count) {
+                    let row = value(index)
+                    let code = keys[index].withUnsafeBytes { k in
+                        row.withUnsafeBytes { v in
+                            var keyValue = MDB_val(mv_size: 32, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
+                            var dataValue = MDB_val(mv_size: v.count, mv_data: UnsafeMutableRawPointer(mutating: v.baseAddress))
+                            return mdb_put(txn, dbi, &keyValue, &dataValue, 0)
+                        }
+                    }
+                    try Self.check("mdb_put", code)
+                }
+            } catch {
+                mdb_txn_abort(txn)
+                throw error
+            }
+            try Self.check("mdb_txn_commit", mdb_txn_commit(txn))
+        }
+        return (ContinuousClock.now - start).seconds
+    }
+
+    /// Seconds for `reads` point reads of keys picked at random from `keys`, each value copied out.
+    func read(_ keys: [[UInt8]], reads: Int) throws -> Double {
         var generator = SystemRandomNumberGenerator()
         let picks = (0..<reads).map { _ in keys[Int.random(in: 0..<keys.count, using: &generator)] }
         let readStart = ContinuousClock.now
         var total = 0
         for key in picks {
             var read: OpaquePointer?
-            try check("mdb_txn_begin", mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &read))
+            try Self.check("mdb_txn_begin", mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &read))
             var data = MDB_val()
             let code = key.withUnsafeBytes { k in
                 var keyValue = MDB_val(mv_size: 32, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
@@ -258,11 +351,11 @@ enum RawLMDB {
             }
             if code == 0, let base = data.mv_data { total += [UInt8](UnsafeRawBufferPointer(start: base, count: data.mv_size)).count }
             mdb_txn_abort(read)
-            try check("mdb_get", code)
+            try Self.check("mdb_get", code)
         }
         let read = (ContinuousClock.now - readStart).seconds
         guard total == reads * 100 else { throw ArborError(.engine, "raw lmdb: read \(total) bytes, not \(reads * 100)") }
-        return .init(write: write, read: read, bytes: EngineBenchmark.size(ofFolder: path))
+        return read
     }
 }
 

@@ -6,7 +6,7 @@ import Synchronization
 
 /// Migration and exchange between engines, in one run:
 ///
-/// - Migration: a store of `records` records (~100 bytes each, committed in commits of 10,000,
+/// - Migration: a store of `records` records (~100 bytes each, committed in commits of `commitSize`,
 ///   all history kept) is built on each source engine, then migrated to every other engine in a
 ///   child process (`migrate-child`), which reports its own peak memory (`ru_maxrss`). The
 ///   anchor is a blind copy of the same objects between the same two engines in another child
@@ -15,7 +15,9 @@ import Synchronization
 ///   Printed: records/s of the copy and of copy + verification, objects, bytes, peak memory,
 ///   and the migrate/blind-copy ratio.
 /// - Exchange: 100 records changed on a store of 10,000 and of `records` records, then
-///   exchanged to its copy; printed: seconds, objects copied and requests, and the ratio.
+///   exchanged to its copy; printed: seconds, objects copied and the rounds of existence checks,
+///   and the ratio; then the same exchange once more, now in sync, with every request to either
+///   store counted.
 ///
 /// The JSON engine writes one file per object (with fsync), so it is measured at `jsonRecords`.
 struct TransferBenchmark {
@@ -114,37 +116,57 @@ struct TransferBenchmark {
             // A first exchange each, so both targets are in the same steady state (SQLite, for
             // one, checkpoints the WAL a migration left on its first write after opening).
             // Then the median of five.
-            _ = try await exchangeAfterChanges(from: smallSource, to: smallTarget, changes: 100)
-            _ = try await exchangeAfterChanges(from: sources[from]!.url, to: large.url, changes: 100)
+            _ = try await exchangeAfterChanges(from: smallSource, to: smallTarget, changes: 100, round: 0)
+            _ = try await exchangeAfterChanges(from: sources[from]!.url, to: large.url, changes: 100, round: 0)
             var smallRuns = [ExchangeReport](), bigRuns = [ExchangeReport]()
-            for _ in 0..<5 {
-                smallRuns.append(try await exchangeAfterChanges(from: smallSource, to: smallTarget, changes: 100))
-                bigRuns.append(try await exchangeAfterChanges(from: sources[from]!.url, to: large.url, changes: 100))
+            for round in 1...5 {
+                smallRuns.append(try await exchangeAfterChanges(from: smallSource, to: smallTarget, changes: 100, round: round))
+                bigRuns.append(try await exchangeAfterChanges(from: sources[from]!.url, to: large.url, changes: 100, round: round))
             }
             print("exchange seconds, n = 10,000: \(smallRuns.map { String(format: "%.3f", $0.seconds) }.joined(separator: " ")); n = \(records): \(bigRuns.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))")
             let small = smallRuns.sorted { $0.seconds < $1.seconds }[2]
             let big = bigRuns.sorted { $0.seconds < $1.seconds }[2]
-            print(String(format: "exchange 100 changes %@ -> %@: n = 10,000: %.3f s, %d objects, %d requests; n = %d: %.3f s, %d objects, %d requests; ratio %.2fx (target 1.5x)",
+            print(String(format: "exchange 100 changes %@ -> %@: n = 10,000: %.3f s, %d objects, %d rounds of existence checks; n = %d: %.3f s, %d objects, %d rounds; ratio %.2fx (target 1.5x)",
                          from, large.engine, small.seconds, small.objects, small.rounds, records, big.seconds, big.objects, big.rounds, big.seconds / small.seconds))
             // Where the difference goes: the target's one write transaction, whose cost per
             // object grows with the size of the engine's files, against the objects ratio.
             print(String(format: "  of which the target's writes: %.3f s and %.3f s (%.2fx); objects %.2fx",
                          small.writeSeconds, big.writeSeconds, big.writeSeconds / max(small.writeSeconds, 1e-9),
                          Double(big.objects) / Double(max(small.objects, 1))))
+            try await inSyncCheck(from: sources[from]!.url, to: large.url, label: "\(from) -> \(large.engine), n = \(records)")
         }
     }
 
+    /// Exchanges between two stores already in sync, every request to either counted.
+    private func inSyncCheck(from: String, to: String, label: String) async throws {
+        let sourceBackend = RequestCountingBackend(try openBackend(try StoreLocation(parsing: from), create: false))
+        let targetBackend = RequestCountingBackend(try openBackend(try StoreLocation(parsing: to), create: false))
+        let source = Store(backend: sourceBackend, configuration: .init(replica: "bench"))
+        let target = Store(backend: targetBackend, configuration: .init(replica: "bench"))
+        let report = try await source.exchange(to: target)
+        try await source.close()
+        try await target.close()
+        guard report.alreadyInSync, report.objects == 0 else {
+            throw ArborError(.engine, "benchmark check failed: the stores were not found in sync (\(report.objects) objects copied)")
+        }
+        print(String(format: "exchange in sync %@: %.4f s, %d requests to the source (%@), %d to the target (%@): one round",
+                     label, report.seconds, sourceBackend.total, sourceBackend.summary, targetBackend.total, targetBackend.summary))
+    }
+
     /// Commits `changes` random updates to the store at `from` and exchanges them to `to`.
-    private func exchangeAfterChanges(from: String, to: String, changes: Int) async throws -> ExchangeReport {
+    /// `changes` distinct records each get a value of this `round`'s own, so every change is one.
+    private func exchangeAfterChanges(from: String, to: String, changes: Int, round: Int) async throws -> ExchangeReport {
         let source = try Self.open(from, create: false)
         let target = try Self.open(to, create: false)
         var generator = SystemRandomNumberGenerator()
         let count = Int(try await source.head()?.recordCount ?? 0)
         let items = CommitBenchmark.items(count)
+        var picked = Set<Int>()
+        while picked.count < min(changes, items.count) { picked.insert(Int.random(in: 0..<items.count, using: &generator)) }
         var changeSet = ChangeSet()
-        for _ in 0..<changes {
-            var item = items[Int.random(in: 0..<items.count, using: &generator)]
-            item.count = -1
+        for index in picked {
+            var item = items[index]
+            item.count = -1 - round
             try changeSet.save(item)
         }
         try await source.commit(changeSet)

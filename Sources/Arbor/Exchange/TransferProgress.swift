@@ -54,11 +54,13 @@ public typealias TransferProgressHandler = @Sendable (TransferProgress) -> Void
 public struct ExchangeReport: Sendable, Hashable {
     /// Versions the target lacked and received.
     public var versions: Int = 0
-    /// Objects written to the target (index nodes, blobs, commits and the new head set).
+    /// Objects written to the target: index nodes, blobs and commits (not the head set the
+    /// target's heads ref is then swapped to).
     public var objects: Int = 0
     /// Bytes written to the target.
     public var bytes: Int = 0
-    /// Requests that asked the target which objects it already holds.
+    /// Requests that asked the target which objects it already holds (not every request: an
+    /// exchange also reads refs, commits and objects, and writes batches).
     public var rounds: Int = 0
     /// Whether the two stores had the same heads already; then nothing was read or written.
     public var alreadyInSync = false
