@@ -38,7 +38,9 @@ extension JSONValue {
         case .array(let values): self = .array(values.map(JSONValue.init(propertyValue:)))
         case .map(let values):
             let members = values.keys.sorted(by: utf8Less).map { (key: $0, value: JSONValue(propertyValue: values[$0]!)) }
-            self = members.contains(where: { $0.key.hasPrefix("$") }) ? .object([("$map", .object(members))]) : .object(members)
+            // By the first byte, as FORMAT says and a reader of bytes sees it: `hasPrefix` compares
+            // characters, and "$" with a combining mark after it is another character.
+            self = members.contains(where: { $0.key.utf8.first == UInt8(ascii: "$") }) ? .object([("$map", .object(members))]) : .object(members)
         }
     }
 
@@ -79,7 +81,7 @@ extension PropertyValue {
             }
             return .int(number)
         case .object(let members):
-            guard var tag = members.first?.key, tag.hasPrefix("$") else {
+            guard var tag = members.first?.key, tag.utf8.first == UInt8(ascii: "$") else {
                 return .map(try mapMembers(members, depth: depth))
             }
             // Members have no order in JSON: a date's two may come either way round.

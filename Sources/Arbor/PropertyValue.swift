@@ -3,9 +3,10 @@ import Foundation
 /// One property of a record.
 ///
 /// Equality is the equality of canonical bytes: every NaN equals every other NaN, and `0.0` and
-/// `-0.0` are different values, so that two equal values always have the same hash. One
-/// exception: the names of a map are compared as `String`s, so names that differ only in
-/// Unicode form are equal, though their bytes differ.
+/// `-0.0` are different values, and the names of a map are compared by their UTF-8 bytes (as
+/// `String`s, names that differ only in Unicode form would be equal though their bytes differ,
+/// so a merge would take a change of spelling alone for no change), so that two equal values
+/// always have the same hash and the same bytes.
 public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
     case null
     case bool(Bool)
@@ -43,9 +44,17 @@ public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
         case (.reference(let a), .reference(let b)): a == b
         case (.child(let a), .child(let b)): a == b
         case (.array(let a), .array(let b)): a == b
-        case (.map(let a), .map(let b)):
-            a.count == b.count && a.allSatisfy { key, value in b[key].map { $0 == value } ?? false }
+        case (.map(let a), .map(let b)): sameMembers(a, b)
         default: false
+        }
+    }
+
+    /// Whether two maps have the same names, byte for byte, with equal values. (A dictionary
+    /// holds one of two names that differ only in Unicode form: a lookup finds either.)
+    static func sameMembers(_ a: [String: PropertyValue], _ b: [String: PropertyValue]) -> Bool {
+        a.count == b.count && a.allSatisfy { name, value in
+            guard let index = b.index(forKey: name) else { return false }
+            return utf8Equal(b[index].key, name) && b[index].value == value
         }
     }
 

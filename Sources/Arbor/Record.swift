@@ -1,4 +1,7 @@
 /// What the core stores for one value: its key (type and id) and its properties.
+///
+/// Two records are equal when they have the same bytes: property names are compared by their
+/// UTF-8 bytes, values as ``PropertyValue`` compares them.
 public struct Record: Hashable, Sendable {
     public var key: RecordKey
     public var properties: [String: PropertyValue]
@@ -10,6 +13,15 @@ public struct Record: Hashable, Sendable {
 
     public init(type: String, id: String, properties: [String: PropertyValue]) {
         self.init(key: RecordKey(type: type, id: id), properties: properties)
+    }
+
+    public static func == (lhs: Record, rhs: Record) -> Bool {
+        lhs.key == rhs.key && PropertyValue.sameMembers(lhs.properties, rhs.properties)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(key)
+        hasher.combine(PropertyValue.map(properties))
     }
 
     /// Throws ``ArborError/Code/invalidInput`` unless the record can be stored and read back:

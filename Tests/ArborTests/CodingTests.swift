@@ -177,7 +177,7 @@ import Testing
         for level in 0...depth {
             let next = RecordKey(type: CountedNode.typeName, id: "n\(level + 1)")
             let below: [PropertyValue] = level < depth ? [.child(next), .child(next)] : []
-            try changes.save(Record(type: CountedNode.typeName, id: "n\(level)", properties: ["below": .array(below)]))
+            try changes.save(Record(type: CountedNode.typeName, id: "n\(level)", properties: ["id": .string("n\(level)"), "below": .array(below)]))
         }
         try await store.commit(changes)
         CountedNode.decoded.withLock { $0 = 0 }
@@ -186,6 +186,40 @@ import Testing
         var node = root, levels = 0
         while let first = node.below.first { #expect(node.below.count == 2); node = first; levels += 1 }
         #expect(levels == depth)
+    }
+
+    /// A type that does not decode its id (as `let id = UUID()` does not) read back as a value
+    /// with another id, which a save then wrote as a second record. The read is now refused,
+    /// as a root and as a child; the records stay as they were.
+    @Test func aValueThatDoesNotDecodeItsIDIsRefusedWhenRead() async throws {
+        let store = Store(backend: MemoryBackend())
+        var changes = ChangeSet()
+        try changes.save(ForgetsItsID(id: "kept", name: "a"))
+        try changes.save(HoldsForgetful(id: "owner", child: ForgetsItsID(id: "inner", name: "b")))
+        try await store.commit(changes)
+        for read in [{ _ = try await store.value(ForgetsItsID.self, id: "kept") }, { _ = try await store.value(HoldsForgetful.self, id: "owner") }] {
+            await #expect {
+                try await read()
+            } throws: { error in
+                let error = error as? ArborError
+                return error?.code == .coding && error?.message.contains("does not decode its id") == true
+            }
+        }
+        #expect(try await store.record(RecordKey(type: ForgetsItsID.typeName, id: "kept"))?.properties["name"] == .string("a"))
+    }
+
+    /// Names compare by their bytes where bytes are what is stored: references whose ids differ
+    /// only in Unicode form name two records (a set of them kept one), and a map name that
+    /// starts with the byte "$" is wrapped in `$map` in JSON, a combining mark after it or not.
+    @Test func namesInTwoUnicodeFormsStayTwo() throws {
+        let (composed, decomposed) = ("Zo\u{EB}", "Zoe\u{308}")
+        #expect(Set([Ref<Person>(id: composed), Ref<Person>(id: decomposed)]).count == 2)
+        #expect(PropertyValue.map(["\u{E9}": .int(1)]) != PropertyValue.map(["e\u{301}": .int(1)]))
+        #expect(Record(type: "T", id: "t", properties: ["\u{E9}": .int(1)]) != Record(type: "T", id: "t", properties: ["e\u{301}": .int(1)]))
+        let marked = PropertyValue.map(["$\u{301}": .int(1)])
+        let json = JSONValue(propertyValue: marked)
+        #expect(json.serialized().contains("$map"))
+        #expect(try PropertyValue(json: json) == marked)
     }
 
     /// A tree of records is written only as deep as it is read back: 85 folders nested in
@@ -204,6 +238,26 @@ import Testing
         while let next = folder.subfolders.first { folder = next; depth += 1 }
         #expect(depth == 85)
         #expect { try RecordEncoder.records(of: chain(86)) } throws: { ($0 as? ArborError)?.code == .coding }
+    }
+
+    /// Records nested through a super encoder take a level more each (the decoder's
+    /// superDecoder adds one); the deepest tree that encodes reads back, where trees from 65
+    /// to 85 deep committed and then failed every read.
+    @Test func aTreeNestedThroughSuperEncodersIsWrittenOnlyAsDeepAsItIsRead() async throws {
+        func chain(_ levels: Int) -> SuperFolder {
+            var folder = SuperFolder(id: "s\(levels)", subfolders: [])
+            for level in stride(from: levels - 1, through: 0, by: -1) { folder = SuperFolder(id: "s\(level)", subfolders: [folder]) }
+            return folder
+        }
+        var deepest = 1
+        while (try? RecordEncoder.records(of: chain(deepest + 1))) != nil { deepest += 1 }
+        #expect(deepest < 85)
+        let store = Store(backend: MemoryBackend())
+        try await store.save(chain(deepest))
+        var folder = try #require(try await store.value(SuperFolder.self, id: "s0"))
+        var depth = 0
+        while let next = folder.subfolders.first { folder = next; depth += 1 }
+        #expect(depth == deepest)
     }
 
     /// Two types that both default to one type name (their names without what they are nested
@@ -408,6 +462,22 @@ private enum Outer {
     struct Nested: Storable { var id: String }
 }
 
+/// Decodes everything but its id, which it makes afresh (as `let id = UUID()` would).
+private struct ForgetsItsID: Storable {
+    var id: String
+    var name: String
+    init(id: String, name: String) { self.id = id; self.name = name }
+    init(from decoder: any Decoder) throws {
+        id = "fresh"
+        name = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .name)
+    }
+}
+
+private struct HoldsForgetful: Storable {
+    var id: String
+    var child: ForgetsItsID
+}
+
 private struct Wrapper<ID: Codable & Hashable & Sendable>: Storable { var id: ID }
 
 extension Outer.Nested: Hashable {}
@@ -437,7 +507,7 @@ private struct CountedNode: Storable {
     init(from decoder: any Decoder) throws {
         enum Keys: String, CodingKey { case id, below }
         let container = try decoder.container(keyedBy: Keys.self)
-        id = try container.decodeIfPresent(String.self, forKey: .id) ?? ""
+        id = try container.decode(String.self, forKey: .id)
         below = try container.decode([CountedNode].self, forKey: .below)
         CountedNode.decoded.withLock { $0 += 1 }
     }
@@ -446,6 +516,25 @@ private struct CountedNode: Storable {
 private struct Folder: Storable {
     var id: String
     var subfolders: [Folder]
+}
+
+/// A folder that writes its subfolders through a super encoder.
+private struct SuperFolder: Storable {
+    var id: String
+    var subfolders: [SuperFolder]
+    enum Keys: CodingKey { case id, subfolders }
+    init(id: String, subfolders: [SuperFolder]) { (self.id, self.subfolders) = (id, subfolders) }
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Keys.self)
+        id = try container.decode(String.self, forKey: .id)
+        subfolders = try container.superDecoder().container(keyedBy: Keys.self).decode([SuperFolder].self, forKey: .subfolders)
+    }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(id, forKey: .id)
+        var inner = container.superEncoder().container(keyedBy: Keys.self)
+        try inner.encode(subfolders, forKey: .subfolders)
+    }
 }
 
 private struct Priced: Storable {

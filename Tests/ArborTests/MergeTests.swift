@@ -58,8 +58,8 @@ import Testing
     }
 
     /// A property named in two Unicode forms ("é" as one scalar, and as "e" and a combining
-    /// accent), settled for ours: the merged record equals ours' as a record, so ours' index is
-    /// left as it is, its bytes and spelling too, as merges have always done.
+    /// accent), settled for ours: the merged record is ours', its bytes and spelling too, so
+    /// ours' index is left as it is.
     @Test func aNameInAnotherUnicodeFormSettledForOursLeavesOursAsItIs() async throws {
         try await withStore(.memory) { store in
             let (composed, decomposed) = ("\u{E9}", "e\u{301}")
@@ -71,6 +71,30 @@ import Testing
             #expect(version.root == a.root)
             let record = try #require(try await store.record(RecordKey(type: "Item", id: "r"), at: version.id))
             #expect(record.properties.keys.map(\.unicodeScalars.count) == [2])
+        }
+    }
+
+    /// A change of a name's Unicode form alone is a change: theirs respelled a map key and a
+    /// property name and changed nothing else, ours changed another property; both changes are
+    /// in the merge, in either order (it compared as `String`s, and dropped theirs).
+    @Test func aRespellingOnOneSideIsKept() async throws {
+        try await withStore(.memory) { store in
+            let (composed, decomposed) = ("\u{E9}", "e\u{301}")
+            let base = try await store.change(on: nil) {
+                try $0.save(item("r", [composed: .int(0), "m": .map([composed: .int(1)]), "x": .int(0)]))
+            }
+            let a = try await store.change(on: base, "ours") {
+                try $0.save(item("r", [composed: .int(0), "m": .map([composed: .int(1)]), "x": .int(1)]))
+            }
+            let b = try await store.change(on: base, "theirs") {
+                try $0.save(item("r", [decomposed: .int(0), "m": .map([decomposed: .int(1)]), "x": .int(0)]))
+            }
+            for (first, second) in [(a, b), (b, a)] {
+                let (version, _) = try merged(try await store.merge(first.id, second.id, strategy: .mostRecent))
+                let record = try #require(try await store.record(RecordKey(type: "Item", id: "r"), at: version.id))
+                #expect(record == Record(type: "Item", id: "r", properties: [decomposed: .int(0), "m": .map([decomposed: .int(1)]), "x": .int(1)]))
+                #expect(record != Record(type: "Item", id: "r", properties: [composed: .int(0), "m": .map([decomposed: .int(1)]), "x": .int(1)]))
+            }
         }
     }
 

@@ -23,7 +23,19 @@ public enum RecordDecoder {
             throw ArborError(.coding, "record \(key) is not among the records to decode")
         }
         let decoder = PropertyDecoder(value: .map(record.properties), records: records, codingPath: [], depth: 0, decoded: DecodedChildren())
-        return try Value(from: decoder)
+        let value = try Value(from: decoder)
+        try checkID(of: value, readFrom: key)
+        return value
+    }
+
+    /// Throws unless `value`, decoded from `key`'s record, has the id of that record: a type
+    /// that does not decode its id (`let id = UUID()`, which Swift then leaves out of
+    /// `init(from:)`) would read back as another value, and be saved back as a second record.
+    static func checkID<Value: Storable>(of value: Value, readFrom key: RecordKey) throws {
+        let id = try RecordEncoder.idString(of: value)
+        guard utf8Equal(id, key.id) else {
+            throw ArborError(.coding, "the \(Value.self) read from record \(key) has the id \(id.debugDescription): \(Value.self) does not decode its id from the record (a `let id` with a default value is not decoded; make it `var`, or decode it in init(from:))")
+        }
     }
 }
 
@@ -95,6 +107,7 @@ struct PropertyDecoder: Decoder {
             let memo = DecodedChildren.Key(record: key, type: ObjectIdentifier(T.self))
             if let known = decoded.values[memo] as? T { return known }
             let value = try T(from: child(.map(record.properties), key: nil))
+            if let storable = value as? any Storable { try RecordDecoder.checkID(of: storable, readFrom: key) }
             decoded.values[memo] = value
             return value
         }

@@ -295,8 +295,10 @@ struct KeyedPropertyContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: slot).unkeyedContainer()
     }
 
+    // The path gains the level the decoder's superDecoder() adds, so a tree of records nested
+    // through super encoders is measured as deep as it is read.
     mutating func superEncoder() -> any Encoder {
-        PropertyEncoder(context: encoder.context, codingPath: codingPath, storage: encoder.storage.nestedSlot(forKey: "super"))
+        PropertyEncoder(context: encoder.context, codingPath: codingPath + [IndexCodingKey(stringValue: "super")], storage: encoder.storage.nestedSlot(forKey: "super"))
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
@@ -348,7 +350,8 @@ struct UnkeyedPropertyContainer: UnkeyedEncodingContainer {
     }
 
     mutating func superEncoder() -> any Encoder {
-        PropertyEncoder(context: encoder.context, codingPath: codingPath, storage: encoder.storage.appendSlot())
+        let key = IndexCodingKey(intValue: count)
+        return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: encoder.storage.appendSlot())
     }
 }
 

@@ -85,6 +85,12 @@ public struct Ref<Target: Storable>: Codable, Hashable, Sendable, CustomStringCo
 
     public var description: String { key.description }
 
+    /// Equal when the ids have the same bytes, as record keys compare: ids that differ only in
+    /// Unicode form name two records.
+    public static func == (lhs: Ref, rhs: Ref) -> Bool { utf8Equal(lhs.id, rhs.id) }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(id) }
+
     public init(from decoder: any Decoder) throws {
         id = try decoder.singleValueContainer().decode(String.self)
     }

@@ -153,7 +153,8 @@ struct MergeState {
         var edits = [IndexEdit]()
         for (key, record) in merged {
             let bytes = record.map { RecordCoding.encode($0.properties) }
-            if case .some(let held) = inOurs[key], Self.sameRecord(held, bytes, record) { continue }
+            // Records are equal when their bytes are (a change of a name's Unicode form alone is one).
+            if case .some(let held) = inOurs[key], held == bytes { continue }
             guard let bytes else {
                 edits.append(IndexEdit(key: key.indexBytes, payload: nil))
                 continue
@@ -163,15 +164,4 @@ struct MergeState {
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
     }
 
-    /// Whether ours' `held` bytes and the merged `record` (whose bytes are `bytes`) are the same
-    /// record. Equal bytes are; different ones are not, unless property names differ only in
-    /// Unicode form, which `Record` equality (by `String`) ignores and the bytes keep: a record
-    /// with a non-ASCII byte is compared decoded, as merges always compared them.
-    private static func sameRecord(_ held: [UInt8]?, _ bytes: [UInt8]?, _ record: Record?) -> Bool {
-        if held == bytes { return true }
-        guard let held, let bytes, let record, held.contains(where: { $0 >= 0x80 }) || bytes.contains(where: { $0 >= 0x80 }),
-              let properties = try? RecordCoding.decode(held)
-        else { return false }
-        return properties == record.properties
-    }
 }

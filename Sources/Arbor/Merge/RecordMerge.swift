@@ -35,12 +35,22 @@ struct RecordMerge {
         for name in names {
             let (b, o, t) = (baseProperties[name], ours.properties[name], theirs.properties[name])
             if let value = Self.mergeProperty(base: b, ours: o, theirs: t) {
-                if let value { merged[name] = value }
+                if let value { merged[Self.spelling(of: name, base: baseProperties, ours: ours.properties, theirs: theirs.properties)] = value }
             } else {
                 conflicts.append(MergeConflict(key: key, property: name, base: b, ours: o, theirs: t))
             }
         }
         return Result(merged: Record(key: key, properties: merged), conflicts: conflicts)
+    }
+
+    /// How the merged record spells `name`, where the sides spell it in different Unicode forms
+    /// (a dictionary finds either form by the other): a side's new spelling is a change like any
+    /// other, so theirs' spelling where ours kept the ancestor's, else ours'.
+    static func spelling(of name: String, base: [String: PropertyValue], ours: [String: PropertyValue], theirs: [String: PropertyValue]) -> String {
+        func spelled(_ properties: [String: PropertyValue]) -> String? { properties.index(forKey: name).map { properties[$0].key } }
+        let (b, o, t) = (spelled(base), spelled(ours), spelled(theirs))
+        if let o, let b, utf8Equal(o, b), let t { return t }
+        return o ?? t ?? b ?? name
     }
 
     /// The record with every conflict of `result` settled for the side `choose` picks.
@@ -50,7 +60,12 @@ struct RecordMerge {
         var properties = result.merged?.properties ?? [:]
         for conflict in result.conflicts {
             guard let name = conflict.property else { continue }
-            properties[name] = choose(conflict) == .ours ? conflict.ours : conflict.theirs
+            // The chosen side's value, under that side's spelling of the name.
+            let forOurs = choose(conflict) == .ours
+            let sideProperties = (forOurs ? ours : theirs)?.properties ?? [:]
+            let spelled = sideProperties.index(forKey: name).map { sideProperties[$0].key } ?? name
+            properties[name] = nil
+            properties[spelled] = forOurs ? conflict.ours : conflict.theirs
         }
         return Record(key: key, properties: properties)
     }

@@ -19,11 +19,10 @@ extension Store {
     /// its time is derived from theirs (`HybridTime.next(after:now:)` at the epoch), its replica
     /// is `"merge"` and its message names the parents. So every replica that merges the same
     /// heads makes the same commit, byte for byte; with ``MergeStrategy/mostRecent`` also in
-    /// either order, but for one case: records compare as `Record`s, whose property names
-    /// compare as `String`s, so when the two sides spell one name in two Unicode forms and
-    /// are otherwise equal, the merge keeps the first side's spelling (``mergeHeads(strategy:)``
-    /// orders the heads by hash, so replicas agree; merges have always compared so, and a change
-    /// would make other merge commits than earlier versions of Arbor make).
+    /// either order, but for one case: when both sides spell one property name in new, different
+    /// Unicode forms, the merge keeps the first side's spelling (``mergeHeads(strategy:)`` orders
+    /// the heads by hash, so replicas agree). Records and values compare by their bytes, so one
+    /// side's change of a name's spelling alone is a change, and is kept.
     ///
     /// - Complexity: O(k log n) index nodes read and written for `k` records changed on either
     ///   side in a store of `n` records, plus O(v) version reads for the `v` versions since the
