@@ -64,8 +64,12 @@ struct PropertyDecoder: Decoder {
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        guard case .array(let values) = value else { throw mismatch([PropertyValue].self) }
-        return UnkeyedPropertyDecodingContainer(decoder: self, values: values)
+        switch value {
+        case .array(let values): return UnkeyedPropertyDecodingContainer(decoder: self, values: values)
+        // Bytes as `Data(from:)` reads them: a list of its bytes.
+        case .bytes(let bytes): return UnkeyedPropertyDecodingContainer(decoder: self, values: bytes.map { .int(Int64($0)) })
+        default: throw mismatch([PropertyValue].self)
+        }
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer { SinglePropertyDecodingContainer(decoder: self) }
@@ -78,22 +82,21 @@ struct PropertyDecoder: Decoder {
         PropertyDecoder(value: value, records: records, codingPath: key.map { codingPath + [$0] } ?? codingPath, depth: depth + 1, decoded: decoded)
     }
 
+    /// A value of `type`. Dates, bytes, URLs, decimals and references are stored as kinds of
+    /// their own when a container encodes them, and in their own `Codable` form when they
+    /// encode themselves (`date.encode(to:)`, as property wrappers do); either form reads back
+    /// either way.
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        switch type {
-        case is Date.Type:
-            guard case .date(let date) = value else { throw mismatch(type) }
-            return date as! T
-        case is Data.Type:
-            guard case .bytes(let bytes) = value else { throw mismatch(type) }
-            return Data(bytes) as! T
-        case is URL.Type:
-            guard case .string(let text) = value, let url = URL(string: text) else { throw mismatch(type) }
+        switch (type, value) {
+        case (is Date.Type, .date(let date)): return date as! T
+        case (is Data.Type, .bytes(let bytes)): return Data(bytes) as! T
+        case (is URL.Type, .string(let text)):
+            guard let url = URL(string: text) else { throw mismatch(type) }
             return url as! T
-        case is Decimal.Type:
-            guard case .string(let text) = value, let decimal = Decimal(string: text) else { throw mismatch(type) }
+        case (is Decimal.Type, .string(let text)):
+            guard let decimal = Decimal(string: text) else { throw mismatch(type) }
             return decimal as! T
-        case let referenceType as any AnyRecordReference.Type:
-            guard case .reference(let key) = value else { throw mismatch(type) }
+        case (let referenceType as any AnyRecordReference.Type, .reference(let key)):
             return referenceType.init(referencing: key) as! T
         default: break
         }
@@ -115,6 +118,11 @@ struct PropertyDecoder: Decoder {
     }
 
     func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
+        // An unsigned value above Int64.max, as the encoder writes it: its decimal string.
+        if case .string(let text) = value, !T.isSigned, T.bitWidth == 64 {
+            guard let number = UInt64(text), number > UInt64(Int64.max), String(number) == text, let result = T(exactly: number) else { throw mismatch(type) }
+            return result
+        }
         guard case .int(let number) = value else { throw mismatch(type) }
         guard let result = T(exactly: number) else {
             throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(number) does not fit in \(type)"))
@@ -126,6 +134,8 @@ struct PropertyDecoder: Decoder {
         switch value {
         case .double(let number): return number
         case .int(let number): return Double(number)
+        // A date as `Date(from:)` reads it.
+        case .date(let date): return date.timeIntervalSinceReferenceDate
         default: throw mismatch(Double.self)
         }
     }

@@ -251,12 +251,15 @@ struct PropertyEncoder: Encoder {
         try context.encodeValue(value, codingPath: key.map { codingPath + [$0] } ?? codingPath)
     }
 
+    /// An integer as the int kind; an unsigned one above `Int64.max` (a `UInt64` bit mask, the low
+    /// half of a `Duration`) as its decimal string, which only the unsigned decoders read back.
     static func integer<T: BinaryInteger>(_ value: T, at path: [any CodingKey]) throws -> PropertyValue {
-        guard let number = Int64(exactly: value) else {
+        if let number = Int64(exactly: value) { return .int(number) }
+        guard let unsigned = UInt64(exactly: value) else {
             let at = path.isEmpty ? "" : " (at \(path.map(\.stringValue).joined(separator: ".")))"
-            throw ArborError(.coding, "\(value) does not fit in a 64-bit signed integer, the integer kind Arbor stores\(at)")
+            throw ArborError(.coding, "\(value) does not fit in 64 bits\(at)")
         }
-        return .int(number)
+        return .string(String(unsigned))
     }
 }
 
