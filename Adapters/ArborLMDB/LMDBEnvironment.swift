@@ -190,7 +190,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         guard let names = entries(of: path).map(Set.init), !names.isEmpty, names.isSubset(of: ["data.mdb", "lock.mdb"]) else { return false }
         guard names.contains("data.mdb") else { return true }
         guard let length = fileLength(path + "/data.mdb"), length > 0,
-              let meta = LMDBMeta.newest(in: path + "/data.mdb", pageSize: Int(sysconf(Int32(_SC_PAGESIZE))))
+              let meta = LMDBMeta.newest(in: path + "/data.mdb")
         else { return false }
         return meta.mainRoot == nil
     }
@@ -501,6 +501,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         do {
             return try writer.withLock { _ in
                 var attempts = 0
+                var freedReaders = false
                 while true {
                     attempts += 1
                     let attempt: Attempt<R> = try lock.withShared {
@@ -536,6 +537,12 @@ final class LMDBEnvironment: @unchecked Sendable {
                     case .readersFreed: continue
                     case .mapFull(let size):
                         guard attempts < 64 else { throw LMDBFailure(call: "mdb_put", code: MDB_MAP_FULL) }
+                        // A slot left by a process that died reading pins the pages freed since
+                        // its snapshot; freed, they are reused, and the map need not grow.
+                        if !freedReaders {
+                            freedReaders = true
+                            if try freeDeadReaders(operation) { continue }
+                        }
                         try growMap(from: size, operation)
                     }
                 }
@@ -545,7 +552,16 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-    /// Another process grew the map: take over its size (`mdb_env_set_mapsize(env, 0)`).
+    /// Frees the reader slots of processes that died; whether there were any.
+    private func freeDeadReaders(_ operation: String) throws -> Bool {
+        try lock.withShared {
+            guard let env else { throw closedError(operation) }
+            var dead: Int32 = 0
+            return mdb_reader_check(env, &dead) == 0 && dead > 0
+        }
+    }
+
+        /// Another process grew the map: take over its size (`mdb_env_set_mapsize(env, 0)`).
     private func adoptMapSize(_ operation: String) throws {
         try lock.withExclusive {
             guard let env else { throw closedError(operation) }
@@ -793,16 +809,25 @@ struct LMDBMeta {
 
     private static let magic: UInt32 = 0xBEEF_C0DE
 
-    static func newest(in path: String, pageSize: Int) -> LMDBMeta? {
+    /// `pageSize`: the environment's, or `nil` for the one page 0 records (LMDB's page size is the
+    /// system's up to 32 KiB, and a file may come from another system).
+    static func newest(in path: String, pageSize knownPageSize: Int? = nil) -> LMDBMeta? {
         guard MemoryLayout<Int>.size == 8 else { return nil }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
         var newest: (txnid: UInt64, meta: LMDBMeta)?
+        var pageSize = knownPageSize ?? 0
         for page in 0..<2 {
             var bytes = [UInt8](repeating: 0, count: 160)
             let read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(page * pageSize)) }
             guard read == bytes.count else { continue }
+            if page == 0, knownPageSize == nil {
+                // mm_psize: the free database's md_pad, right after magic, version, address and map size.
+                let recorded = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16 + 24, as: UInt32.self) })
+                guard recorded >= 512, recorded <= 65_536, recorded & (recorded - 1) == 0 else { return nil }
+                pageSize = recorded
+            }
             func u64(_ offset: Int) -> UInt64 { bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16 + offset, as: UInt64.self) } }
             func u16(_ offset: Int) -> UInt16 { bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16 + offset, as: UInt16.self) } }
             guard bytes.withUnsafeBytes({ $0.loadUnaligned(fromByteOffset: 16, as: UInt32.self) }) == magic else { continue }
