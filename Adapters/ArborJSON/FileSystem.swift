@@ -78,7 +78,7 @@ enum FileSystem {
                 }
                 offset += written
             }
-            if sync && fsync(descriptor) != 0 { throw error("fsync", temporary, errno: errno) }
+            if sync && Glue.fullSync(descriptor) != 0 { throw error("fsync", temporary, errno: errno) }
             closed = true
             if close(descriptor) != 0 { throw error("close", temporary, errno: errno) }
             if rename(temporary, path) != 0 { throw error("rename", path, errno: errno) }
@@ -94,6 +94,18 @@ enum FileSystem {
         return statvfs(path, &info) == 0 && (UInt(info.f_flag) & UInt(ST_RDONLY)) != 0
     }
 
+    /// Seconds since the file at `path` was last modified, or `nil` if that cannot be told.
+    static func age(_ path: String) -> Double? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        #if canImport(Darwin)
+        let modified = info.st_mtimespec.tv_sec
+        #else
+        let modified = info.st_mtim.tv_sec
+        #endif
+        return Double(time(nil) - modified)
+    }
+
     /// Removes the folder `path` if it is empty; otherwise, or if it is gone, does nothing.
     static func removeEmptyDirectory(_ path: String) { rmdir(path) }
 
@@ -102,7 +114,7 @@ enum FileSystem {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw error("open", path, errno: errno) }
         defer { close(descriptor) }
-        if fsync(descriptor) != 0 && errno != EINVAL { throw error("fsync", path, errno: errno) }
+        if Glue.fullSync(descriptor) != 0 && errno != EINVAL { throw error("fsync", path, errno: errno) }
     }
 
     static func remove(_ path: String) throws {
@@ -151,16 +163,30 @@ private enum Glue {
     static func read(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
         #if canImport(Darwin)
         Darwin.read(descriptor, buffer, count)
-        #else
+        #elseif canImport(Glibc)
         Glibc.read(descriptor, buffer, count)
+        #else
+        Musl.read(descriptor, buffer, count)
         #endif
     }
 
     static func write(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
         #if canImport(Darwin)
         Darwin.write(descriptor, buffer, count)
-        #else
+        #elseif canImport(Glibc)
         Glibc.write(descriptor, buffer, count)
+        #else
+        Musl.write(descriptor, buffer, count)
         #endif
+    }
+
+    /// Flushes a file to stable storage. On Darwin `fsync` leaves the data in the drive's cache,
+    /// where a power loss takes it; `F_FULLFSYNC` flushes that too (falling back to `fsync`
+    /// where the file system does not support it).
+    static func fullSync(_ descriptor: Int32) -> Int32 {
+        #if canImport(Darwin)
+        if fcntl(descriptor, F_FULLFSYNC) == 0 { return 0 }
+        #endif
+        return fsync(descriptor)
     }
 }

@@ -47,6 +47,10 @@ public final class JSONBackend: Backend {
     /// lock without limit, and neither may hold a thread of Swift's cooperative pool meanwhile
     /// (on two cores, two such waits would stall every task of the process).
     private let blockingQueue = DispatchQueue(label: "arbor.json.blocking", attributes: .concurrent)
+    /// Where swaps and the close run, one at a time: swaps take turns on ``refLock`` anyway, and
+    /// on the concurrent queue each one waiting for another process's lock held a thread of
+    /// its own, without bound. The close waits here for the swaps before it.
+    private let swapQueue = DispatchQueue(label: "arbor.json.swap")
     /// Whether the store was opened on a read-only file system (a snapshot, a backup mounted
     /// read-only): it can be read, and every write throws ``ArborError/Code/permissionDenied``.
     public let isReadOnly: Bool
@@ -58,6 +62,17 @@ public final class JSONBackend: Backend {
         root = path
         isReadOnly = FileSystem.isOnReadOnlyFileSystem(path)
         refLock = Mutex(isReadOnly ? nil : try FileSystem.Lock(path: path + "/refs.lock"))
+        if !isReadOnly { Self.removeStaleTemporaryFiles(in: path + "/tmp") }
+    }
+
+    /// Removes temporary files a process killed mid-write left (a write removes its own when it
+    /// fails), which would pile up without bound: those not touched for an hour, as another
+    /// process may be writing the others now. Best effort: a file that cannot go stays.
+    private static func removeStaleTemporaryFiles(in folder: String) {
+        for name in (try? FileSystem.list(folder)) ?? [] where name.hasSuffix(".tmp") || name == markerName {
+            let path = folder + "/" + name
+            if let age = FileSystem.age(path), age > 3_600 { try? FileSystem.remove(path) }
+        }
     }
 
     /// Creates a new, empty store. Throws ``ArborError/Code/alreadyExists`` if the folder holds a
@@ -83,7 +98,8 @@ public final class JSONBackend: Backend {
     /// the marker leaves (empty `objects`, `refs` and `tmp` folders, and in `tmp` the marker's
     /// temporary file): a rerun of `init` finishes such a store instead of refusing the folder.
     private static func isEmptyOrUnfinished(_ path: String) throws -> Bool {
-        for name in try FileSystem.list(path) {
+        // A Finder window leaves .DS_Store in a folder it showed.
+        for name in try FileSystem.list(path) where name != ".DS_Store" {
             guard ["objects", "refs", "tmp"].contains(name), FileSystem.isDirectory(path + "/" + name) else { return false }
             let contents = try FileSystem.list(path + "/" + name)
             guard contents.isEmpty || (name == "tmp" && contents == [markerName]) else { return false }
@@ -219,10 +235,11 @@ public final class JSONBackend: Backend {
         return Set(hashes.filter { FileSystem.exists(objectPath($0)) })
     }
 
-    /// Runs `body` on ``blockingQueue`` and waits for it without holding a pool thread.
-    private func offPool<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    /// Runs `body` on `queue` (``blockingQueue`` by default) and waits for it without holding a
+    /// pool thread.
+    private func offPool<R: Sendable>(on queue: DispatchQueue? = nil, _ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
-            blockingQueue.async { continuation.resume(with: Result { try body() }) }
+            (queue ?? blockingQueue).async { continuation.resume(with: Result { try body() }) }
         }
     }
 
@@ -290,7 +307,14 @@ public final class JSONBackend: Backend {
         var result = [String: Hash]()
         for file in try FileSystem.list(root + "/refs") where file.hasSuffix(".json") {
             let name = String(file.dropLast(5)).replacingOccurrences(of: "~", with: "/")
-            if let hash = try readRef("\(root)/refs/\(file)") { result[name] = hash }
+            // Not every file there is a ref: a copy a file manager made ("heads copy.json"),
+            // or, on a volume without extended attributes, macOS's AppleDouble "._heads.json".
+            guard (try? RefName.validate(name, backend: engineName)) != nil else { continue }
+            do {
+                if let hash = try readRef("\(root)/refs/\(file)") { result[name] = hash }
+            } catch let error as ArborError where name.hasPrefix("._") && error.code == .corruptObject {
+                continue
+            }
         }
         return result
     }
@@ -298,7 +322,7 @@ public final class JSONBackend: Backend {
     public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
         try checkWritable("compareAndSwap")
         try RefName.validate(name, backend: engineName)
-        return try await offPool { try self.swap(name, expected: expected, new: new) }
+        return try await offPool(on: swapQueue) { try self.swap(name, expected: expected, new: new) }
     }
 
     private func swap(_ name: String, expected: Hash?, new: Hash?) throws -> Bool {
@@ -324,6 +348,7 @@ public final class JSONBackend: Backend {
     /// its file system from being unmounted, or mounted again read-only.
     public func close() async throws {
         isClosed.store(true, ordering: .releasing)
-        refLock.withLock { $0 = nil }
+        // Behind the swaps in flight, one of which may wait for another process's lock.
+        try await offPool(on: swapQueue) { self.refLock.withLock { $0 = nil } }
     }
 }

@@ -121,6 +121,36 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: other + "/refs/someone-else"))
     }
 
+    /// What other programs and killed writes leave in a store's folder: copies a file manager
+    /// made of a ref and macOS's AppleDouble files are not refs (an AppleDouble file made every
+    /// head read fail as a corrupt ref); a .DS_Store does not stop a create; temporary files a
+    /// killed write left go at the next open once an hour old, younger ones stay (another
+    /// process may be writing them).
+    @Test func leftoversOfOtherProgramsAndKilledWritesAreIgnored() async throws {
+        try await withStore { path, store, version in
+            let heads = try Data(contentsOf: URL(fileURLWithPath: path + "/refs/heads.json"))
+            try heads.write(to: URL(fileURLWithPath: path + "/refs/heads copy.json"))
+            try Data([0x00, 0x05, 0x16, 0x07, 0x00, 0x02, 0x00, 0x00]).write(to: URL(fileURLWithPath: path + "/refs/._heads.json"))
+            try Data().write(to: URL(fileURLWithPath: path + "/refs/.DS_Store"))
+            #expect(try await fresh(path).backend.refs().keys.sorted() == ["heads"])
+            #expect(try await fresh(path).heads().map(\.id) == [version.id])
+
+            let (old, young) = (path + "/tmp/1234.tmp", path + "/tmp/5678.tmp")
+            for file in [old, young] { try Data("partial".utf8).write(to: URL(fileURLWithPath: file)) }
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -7_200)], ofItemAtPath: old)
+            _ = try JSONBackend.open(.init(path: path))
+            #expect(!FileManager.default.fileExists(atPath: old))
+            #expect(FileManager.default.fileExists(atPath: young))
+        }
+        let finderFolder = temporaryPath("json-finder")
+        defer { removeItem(finderFolder) }
+        try FileManager.default.createDirectory(atPath: finderFolder, withIntermediateDirectories: true)
+        try Data().write(to: URL(fileURLWithPath: finderFolder + "/.DS_Store"))
+        let created = Store(backend: try JSONBackend.create(.init(path: finderFolder)))
+        try await created.save(Person(id: "p", name: "in a folder Finder showed"))
+        #expect(try await fresh(finderFolder).value(Person.self, id: "p") != nil)
+    }
+
     @Test func objectsAreReadableJSON() async throws {
         try await withStore { path, _, version in
             let commit = try JSONValue.parse(try Array(Data(contentsOf: URL(fileURLWithPath: objectFile(path, version.id)))))
