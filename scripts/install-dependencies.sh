@@ -10,6 +10,15 @@ if ! command -v swift >/dev/null 2>&1; then
   exit 1
 fi
 
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  # Not Debian or Ubuntu: nothing to install here; say what the build needs and go on.
+  case "$(uname -s)" in
+    Darwin) echo "note: not a Debian/Ubuntu system; on macOS: brew install sqlite libpq lmdb postgresql" >&2 ;;
+    *) echo "note: not a Debian/Ubuntu system; install the SQLite, libpq and LMDB development packages and PostgreSQL with this system's package manager" >&2 ;;
+  esac
+  exit 0
+fi
+
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -110,9 +110,11 @@ final class ConnectionPool: Sendable {
                         slot.connection = nil
                         slot.connection = try PGConnection(target, operation: operation)
                     }
-                    continuation.resume(returning: try body(slot.connection!))
+                    let value = try body(slot.connection!)
+                    if !(slot.connection?.isReusable ?? true) { slot.connection = nil }
+                    continuation.resume(returning: value)
                 } catch {
-                    if slot.connection?.isBroken ?? false { slot.connection = nil }
+                    if !(slot.connection?.isReusable ?? true) { slot.connection = nil }
                     continuation.resume(throwing: error)
                 }
             }

@@ -306,8 +306,11 @@ final class PGConnection {
                 backend: Self.engine, operation: operation)
         }
         self.target = target
-        let keywords = ["connect_timeout", "fallback_application_name", "dbname"]
-        let values = [String(target.connectTimeout), "arbor", target.url]
+        // TCP keepalives and a user timeout (unless the URL sets its own): a connection whose
+        // peer vanished, or that a firewall dropped in silence, fails in about two minutes,
+        // not after the system's two hours, holding a pooled connection and its callers.
+        let keywords = ["connect_timeout", "fallback_application_name", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname"]
+        let values = [String(target.connectTimeout), "arbor", "1", "60", "10", "6", "120000", target.url]
         // expand_dbname = 1: `dbname` holds the whole URL; its settings override the ones before it.
         let connection = withCStrings(keywords) { keywordPointers in
             withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
@@ -331,6 +334,10 @@ final class PGConnection {
 
     /// Whether the connection is lost (the server went away, or the backend was terminated).
     var isBroken: Bool { PQConnectionStatus(PQstatus(handle)) != .ok }
+
+    /// Whether the connection can serve the next call: connected, and outside any transaction
+    /// (one a failed ROLLBACK left open would fail every later call on it).
+    var isReusable: Bool { !isBroken && PQtransactionStatus(handle) == PQTRANS_IDLE }
 
     /// The server's process id for this connection.
     var backendPID: Int32 { PQbackendPID(handle) }

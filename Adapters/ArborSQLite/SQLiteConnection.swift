@@ -211,6 +211,11 @@ final class SQLiteConnection: @unchecked Sendable {
     /// up to the busy timeout for other processes) or `BEGIN` (a read snapshot). Commits if `body`
     /// returns, rolls back if it throws.
     func transaction<R>(immediate: Bool, _ body: () throws -> R) throws -> R {
+        // A transaction a failed ROLLBACK left open would fail this BEGIN and every later one
+        // (and pin a reader's snapshot, so the WAL grows): end it first.
+        if let handle, sqlite3_get_autocommit(handle) == 0 {
+            try withStatement("ROLLBACK") { try $0.run() }
+        }
         try withStatement(immediate ? "BEGIN IMMEDIATE" : "BEGIN") { try $0.run() }
         let value: R
         do {

@@ -28,6 +28,15 @@ public struct CommitOptions: ParsableArguments {
     var storeConfiguration: Store.Configuration {
         // One name per machine, rather than the core's random default, so that `arbor log`
         // shows where each version was made.
-        Store.Configuration(replica: replica ?? ProcessInfo.processInfo.hostName)
+        Store.Configuration(replica: replica ?? Self.machineName)
+    }
+
+    /// This machine's name, as `gethostname` gives it: `ProcessInfo.hostName` asks the resolver
+    /// (on macOS a reverse lookup that can take seconds on a `.local` name), for every commit.
+    static var machineName: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? "localhost" : name
     }
 }

@@ -8,7 +8,12 @@ enum ChildProcess {
     /// (scripts/test.sh builds everything first).
     static func executable(_ name: String) throws -> String {
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [directory, directory.deletingLastPathComponent()] {
+        // On Linux the tests run from the build folder; on macOS from a toolchain's test runner
+        // that loads the `.xctest` bundle, which sits in the build folder, as does the package's
+        // own `.build/debug` for a plain `swift test`.
+        let bundles = Bundle.allBundles.map(\.bundleURL).filter { $0.pathExtension == "xctest" }.map { $0.deletingLastPathComponent() }
+        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        for candidate in [directory, directory.deletingLastPathComponent()] + bundles + [package.appendingPathComponent(".build/debug")] {
             let path = candidate.appendingPathComponent(name).path
             if FileManager.default.isExecutableFile(atPath: path) { return path }
         }

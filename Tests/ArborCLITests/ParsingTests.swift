@@ -1,6 +1,7 @@
 import Arbor
-import ArborCLI
+@testable import ArborCLI
 import ArgumentParser
+import Foundation
 import Testing
 
 /// Every subcommand and option parses into the command and values it names.
@@ -26,6 +27,12 @@ import Testing
         #expect(long.commit.message == "long form")
         #expect(long.properties == nil)
         #expect(long.commit.replica == nil)
+        // Without --replica, commits are signed with the machine's name, as the system has it.
+        #expect(long.commit.storeConfiguration.replica == CommitOptions.machineName)
+        #expect(!CommitOptions.machineName.isEmpty && !CommitOptions.machineName.contains("\0"))
+        #if os(Linux)
+        #expect(CommitOptions.machineName == (try String(contentsOfFile: "/proc/sys/kernel/hostname", encoding: .utf8)).trimmingCharacters(in: .whitespacesAndNewlines))
+        #endif
 
         let dash = try #require(ArborCommand.parseAsRoot(["put", url, "Task", "1", "-"]) as? PutCommand)
         #expect(dash.properties == "-")
