@@ -17,11 +17,17 @@ import Synchronization
 ///   (not on a lock), and a released slot goes straight to the first waiter.
 /// - A connection found broken (server restarted, backend terminated) is dropped after the
 ///   failing call; the next call on that slot connects afresh.
+/// - A cancelled task waiting for a slot leaves the queue at once; one whose call is running
+///   has the server cancel the call (`PQcancel`), which then fails, and the task throws
+///   `CancellationError`. A call waiting for a lock would otherwise wait as long as the lock.
 final class ConnectionPool: Sendable {
     /// A connection's place in the pool. `connection` is touched only on `queue`.
     final class Slot: @unchecked Sendable {
         let queue: DispatchQueue
         var connection: PGConnection?
+        /// While a call runs: its number and what cancels it, for a cancellation handler on
+        /// another thread; the call clears it under the lock before the next call can start.
+        let running = Mutex<(call: UInt64, canceller: PGCanceller)?>(nil)
 
         init(index: Int) {
             queue = DispatchQueue(label: "arbor.postgres.connection.\(index)")
@@ -31,8 +37,10 @@ final class ConnectionPool: Sendable {
     private struct State {
         var idle: [Slot] = []
         var created = 0
-        var waiters: [CheckedContinuation<Slot, any Error>] = []
+        var waiters: [(number: UInt64, continuation: CheckedContinuation<Slot, any Error>)] = []
         var isClosed = false
+        /// Numbers waiters and calls, so that a cancellation finds its own.
+        var counter: UInt64 = 0
     }
 
     let target: ConnectionTarget
@@ -69,18 +77,34 @@ final class ConnectionPool: Sendable {
         case .slot(let slot): return slot
         case .closed: throw closedError(operation)
         case .wait:
-            return try await withCheckedThrowingContinuation { continuation in
-                let closed = state.withLock { state in
-                    // Re-check under the lock: a slot may have come back meanwhile.
-                    if state.isClosed { return true }
-                    if let slot = state.idle.popLast() {
-                        continuation.resume(returning: slot)
-                    } else {
-                        state.waiters.append(continuation)
+            let number = state.withLock { state in
+                state.counter += 1
+                return state.counter
+            }
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    enum Outcome { case queued, slot(Slot), closed, cancelled }
+                    let outcome: Outcome = state.withLock { state in
+                        // Re-check under the lock: a slot may have come back meanwhile.
+                        if state.isClosed { return .closed }
+                        if let slot = state.idle.popLast() { return .slot(slot) }
+                        // Cancelled before it queued: the handler found nothing to remove.
+                        if Task.isCancelled { return .cancelled }
+                        state.waiters.append((number, continuation))
+                        return .queued
                     }
-                    return false
+                    switch outcome {
+                    case .queued: break
+                    case .slot(let slot): continuation.resume(returning: slot)
+                    case .closed: continuation.resume(throwing: closedError(operation))
+                    case .cancelled: continuation.resume(throwing: CancellationError())
+                    }
                 }
-                if closed { continuation.resume(throwing: closedError(operation)) }
+            } onCancel: {
+                let waiter = state.withLock { state in
+                    state.waiters.firstIndex { $0.number == number }.map { state.waiters.remove(at: $0).continuation }
+                }
+                waiter?.resume(throwing: CancellationError())
             }
         }
     }
@@ -91,7 +115,7 @@ final class ConnectionPool: Sendable {
                 slot.queue.async { slot.connection = nil }
                 return nil
             }
-            if !state.waiters.isEmpty { return state.waiters.removeFirst() }
+            if !state.waiters.isEmpty { return state.waiters.removeFirst().continuation }
             state.idle.append(slot)
             return nil
         }
@@ -102,23 +126,59 @@ final class ConnectionPool: Sendable {
     func withConnection<R: Sendable>(_ operation: String, _ body: @escaping @Sendable (PGConnection) throws -> R) async throws -> R {
         let slot = try await acquire(operation)
         defer { release(slot) }
+        try Task.checkCancellation()
         let target = target
-        return try await withCheckedThrowingContinuation { continuation in
-            slot.queue.async {
-                do {
-                    if slot.connection?.isBroken ?? true {
-                        slot.connection = nil
-                        slot.connection = try PGConnection(target, operation: operation)
+        let call = state.withLock { state in
+            state.counter += 1
+            return state.counter
+        }
+        let cancelled = CancelFlag()
+        do {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    slot.queue.async {
+                        do {
+                            if slot.connection?.isBroken ?? true {
+                                slot.connection = nil
+                                slot.connection = try PGConnection(target, operation: operation)
+                            }
+                            guard let connection = slot.connection else { throw ArborError(.connection, "no connection", backend: "postgres", operation: operation) }
+                            if let canceller = connection.canceller() { slot.running.withLock { $0 = (call, canceller) } }
+                            defer { slot.running.withLock { $0 = nil } }
+                            // Cancelled before the call was marked running: the handler found
+                            // nothing to cancel, so the call does not start.
+                            if cancelled.isSet { throw CancellationError() }
+                            let value = try body(connection)
+                            if !connection.isReusable { slot.connection = nil }
+                            continuation.resume(returning: value)
+                        } catch {
+                            if !(slot.connection?.isReusable ?? true) { slot.connection = nil }
+                            continuation.resume(throwing: error)
+                        }
                     }
-                    let value = try body(slot.connection!)
-                    if !(slot.connection?.isReusable ?? true) { slot.connection = nil }
-                    continuation.resume(returning: value)
-                } catch {
-                    if !(slot.connection?.isReusable ?? true) { slot.connection = nil }
-                    continuation.resume(throwing: error)
+                }
+            } onCancel: {
+                cancelled.set()
+                // Off the calling thread: PQcancel connects to the server. Sent under the lock, so
+                // it cannot reach a later call on the same connection.
+                DispatchQueue.global().async {
+                    slot.running.withLock { running in
+                        if let running, running.call == call { running.canceller.cancel() }
+                    }
                 }
             }
+        } catch {
+            // A call the server cancelled fails with its own error; the task says why.
+            if Task.isCancelled { throw CancellationError() }
+            throw error
         }
+    }
+
+    /// Whether a call's task was cancelled, set from its cancellation handler.
+    private final class CancelFlag: Sendable {
+        private let value = Mutex(false)
+        func set() { value.withLock { $0 = true } }
+        var isSet: Bool { value.withLock { $0 } }
     }
 
     /// Refuses further calls, fails the waiters and closes the idle connections; busy ones close
@@ -128,7 +188,7 @@ final class ConnectionPool: Sendable {
             if state.isClosed { return ([], []) }
             state.isClosed = true
             defer { state.idle = []; state.waiters = [] }
-            return (state.idle, state.waiters)
+            return (state.idle, state.waiters.map(\.continuation))
         }
         for slot in idle { slot.queue.async { slot.connection = nil } }
         for waiter in waiters { waiter.resume(throwing: closedError("close")) }

@@ -282,6 +282,23 @@ final class PGResult {
     }
 }
 
+/// A connection's cancel request (`PGcancel*`, freed when released): `PQcancel` asks the server,
+/// over a connection of its own, to stop the command running on that connection. Thread-safe.
+final class PGCanceller: @unchecked Sendable {
+    private let handle: OpaquePointer
+
+    init(_ handle: OpaquePointer) { self.handle = handle }
+
+    deinit { PQfreeCancel(handle) }
+
+    /// Sends the request (blocking: it connects to the server). Whether the server got it.
+    @discardableResult
+    func cancel() -> Bool {
+        var message = [CChar](repeating: 0, count: 256)
+        return PQcancel(handle, &message, Int32(message.count)) == 1
+    }
+}
+
 /// One connection (`PGconn*`), finished when released. Not thread-safe: one thread at a time
 /// (the pool guarantees it by running all calls on the connection's serial queue).
 final class PGConnection {
@@ -331,6 +348,9 @@ final class PGConnection {
     }
 
     deinit { PQfinish(handle) }
+
+    /// What cancels the command running on this connection, from another thread.
+    func canceller() -> PGCanceller? { PQgetCancel(handle).map(PGCanceller.init) }
 
     /// Whether the connection is lost (the server went away, or the backend was terminated).
     var isBroken: Bool { PQConnectionStatus(PQstatus(handle)) != .ok }

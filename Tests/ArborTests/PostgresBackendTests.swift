@@ -281,6 +281,62 @@ import Testing
         }
     }
 
+    /// A cancelled task stops its PostgreSQL call: one waiting for a lock another session holds
+    /// is cancelled on the server (it used to wait as long as the lock), one waiting for a free
+    /// connection leaves the queue at once; both throw CancellationError, and the store works
+    /// on, on the same connection, once the lock is gone.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func cancelledCallsStopOnTheServerAndInTheQueue() async throws {
+        try await withDatabase { url in
+            let backend = try await PostgresBackend.create(.init(url: url, maximumConnections: 1))
+            let blocker = try PostgresSession(url: url)
+            _ = try blocker.execute("BEGIN")
+            _ = try blocker.execute("LOCK TABLE arbor_refs IN ACCESS EXCLUSIVE MODE")
+            let hash = Hash.of([1])
+            let waitingForTheLock = _Concurrency.Task { try await backend.compareAndSwap(ref: "waiting", expected: nil, new: hash) }
+            try await _Concurrency.Task.sleep(for: .milliseconds(300))
+            let waitingForAConnection = _Concurrency.Task { try await backend.refs() }
+            try await _Concurrency.Task.sleep(for: .milliseconds(200))
+
+            // Each must end within 10 s of its cancellation, the lock still held; if one does
+            // not, the lock goes, so that the test ends and says so.
+            waitingForAConnection.cancel()
+            let queued = await Self.outcome(of: waitingForAConnection, within: .seconds(10))
+            waitingForTheLock.cancel()
+            let locked = await Self.outcome(of: waitingForTheLock, within: .seconds(10))
+            _ = try blocker.execute("ROLLBACK")
+            for (name, outcome) in [("queued", queued), ("locked", locked)] {
+                guard let outcome else { Issue.record("the \(name) call went on after its cancellation"); continue }
+                #expect(outcome == "CancellationError", "the \(name) call ended with \(outcome)")
+            }
+            _ = await waitingForAConnection.result
+            _ = await waitingForTheLock.result
+
+            #expect(try await backend.refs()["waiting"] == nil)
+            #expect(try await backend.compareAndSwap(ref: "waiting", expected: nil, new: hash))
+            #expect(try await backend.refs()["waiting"] == hash)
+            try await backend.close()
+        }
+    }
+
+    /// How `task` ended within `limit` (the error's type name, or "value"), or `nil` if it did
+    /// not; it does not wait for the task past `limit` (a task group would).
+    static func outcome<T: Sendable>(of task: _Concurrency.Task<T, any Error>, within limit: Duration) async -> String? {
+        let ended = Mutex<String?>(nil)
+        _Concurrency.Task {
+            let outcome = switch await task.result {
+            case .success: "value"
+            case .failure(let error): String(describing: type(of: error))
+            }
+            ended.withLock { $0 = outcome }
+        }
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if let outcome = ended.withLock({ $0 }) { return outcome }
+            try? await _Concurrency.Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
     /// An exchange or a migration into PostgreSQL whose connection is terminated mid-copy fails
     /// with a connection error, refs untouched; the same call run again reconnects and finishes.
     @Test(.enabled(if: PostgresTestServer.isEnabled), arguments: [false, true])
