@@ -1,4 +1,5 @@
 import Arbor
+import Dispatch
 import Synchronization
 
 /// A store in an LMDB environment (a folder holding `data.mdb` and `lock.mdb`), shareable by
@@ -404,6 +405,13 @@ public final class LMDBBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(1), after in-flight transactions finish.
     public func close() async throws {
-        release()
+        // Off the pool: the last user's close waits for this process's transactions in flight,
+        // and a write among them may wait for another process's.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.release()
+                continuation.resume()
+            }
+        }
     }
 }

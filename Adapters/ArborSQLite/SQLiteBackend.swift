@@ -622,6 +622,17 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(``readerLimit``).
     public func close() async throws {
+        // On the writer queue, behind the writes in flight: closing waits for them (one may wait
+        // out the busy timeout for another process's lock), and closing the last connection
+        // checkpoints the WAL, with fsyncs; neither may hold a thread of the Swift pool.
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            writerQueue.async {
+                continuation.resume(with: Result { try self.closeConnections() })
+            }
+        }
+    }
+
+    private func closeConnections() throws {
         do {
             // Every reading connection is closed, even if one fails to; the first failure is thrown.
             var failure: (any Error)?
