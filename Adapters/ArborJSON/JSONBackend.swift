@@ -197,8 +197,49 @@ public final class JSONBackend: Backend {
     }
 
     private func refPath(_ name: String) -> String {
-        // Ref names are validated ASCII paths; '/' becomes '~', which they never contain.
-        "\(root)/refs/\(name.replacingOccurrences(of: "/", with: "~")).json"
+        "\(root)/refs/\(Self.refFileName(name)).json"
+    }
+
+    /// A ref's file name, without `.json`: ref names are validated ASCII paths; '/' becomes '~'
+    /// and an uppercase letter '^' and the letter in lowercase ('^' and '~' are in no ref name),
+    /// so that refs whose names differ only in case keep two files on a file system that
+    /// ignores case (macOS's, by default), where `Main` and `main` were one file.
+    static func refFileName(_ name: String) -> String {
+        var file = ""
+        for character in name.unicodeScalars {
+            switch character {
+            case "/": file += "~"
+            case "A"..."Z": file += "^" + String(character).lowercased()
+            default: file.unicodeScalars.append(character)
+            }
+        }
+        return file
+    }
+
+    /// The ref a file name names: the inverse of ``refFileName(_:)``; a name with uppercase
+    /// letters and no '^' is one an earlier version wrote (see ``legacyRefPath(_:)``). `nil`
+    /// for a name no ref file has.
+    static func refName(fromFile file: some StringProtocol) -> String? {
+        var name = ""
+        var raise = false
+        for character in file.unicodeScalars {
+            switch character {
+            case "~" where !raise: name += "/"
+            case "^" where !raise: raise = true
+            case "a"..."z" where raise: name += String(character).uppercased(); raise = false
+            default:
+                guard !raise else { return nil }
+                name.unicodeScalars.append(character)
+            }
+        }
+        return raise ? nil : name
+    }
+
+    /// Where an earlier version kept a ref with uppercase letters in its name (the name as it is,
+    /// '/' as '~'); `nil` for a name without them, whose file name is the same in both.
+    private func legacyRefPath(_ name: String) -> String? {
+        guard name.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else { return nil }
+        return "\(root)/refs/\(name.replacingOccurrences(of: "/", with: "~")).json"
     }
 
     private func temporaryPath() -> String {
@@ -305,11 +346,13 @@ public final class JSONBackend: Backend {
     public func refs() async throws -> [String: Hash] {
         try checkOpen("refs")
         var result = [String: Hash]()
-        for file in try FileSystem.list(root + "/refs") where file.hasSuffix(".json") {
-            let name = String(file.dropLast(5)).replacingOccurrences(of: "~", with: "/")
+        // Files of this version's names after those of earlier ones: where a swap stopped
+        // between writing a ref's new file and removing its old one, the new one holds it.
+        let files = try FileSystem.list(root + "/refs").filter { $0.hasSuffix(".json") }.sorted { !$0.contains("^") && $1.contains("^") }
+        for file in files {
             // Not every file there is a ref: a copy a file manager made ("heads copy.json"),
             // or, on a volume without extended attributes, macOS's AppleDouble "._heads.json".
-            guard (try? RefName.validate(name, backend: engineName)) != nil else { continue }
+            guard let name = Self.refName(fromFile: file.dropLast(5)), (try? RefName.validate(name, backend: engineName)) != nil else { continue }
             do {
                 if let hash = try readRef("\(root)/refs/\(file)") { result[name] = hash }
             } catch let error as ArborError where name.hasPrefix("._") && error.code == .corruptObject {
@@ -331,13 +374,17 @@ public final class JSONBackend: Backend {
             // nil: closed meanwhile (a read-only store threw in checkWritable already).
             guard let lock else { throw ArborError(.closed, "the store is closed", backend: engineName, operation: "compareAndSwap") }
             return try lock.withLock {
-                guard try readRef(path) == expected else { return false }
+                // A ref an earlier version wrote under its old file name moves to its new one.
+                let legacy = legacyRefPath(name)
+                let current = try readRef(path) ?? legacy.flatMap { try readRef($0) }
+                guard current == expected else { return false }
                 if let new {
                     let document = JSONValue.object([("hash", .string(new.hex))]).serializedBytes(pretty: true)
                     try FileSystem.writeAtomically(document, to: path, via: temporaryPath(), sync: configuration.synchronous)
                 } else {
                     try FileSystem.remove(path)
                 }
+                if let legacy { try FileSystem.remove(legacy) }
                 if configuration.synchronous { try FileSystem.syncDirectory(root + "/refs") }
                 return true
             }

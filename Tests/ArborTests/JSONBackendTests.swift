@@ -151,6 +151,36 @@ import Testing
         #expect(try await fresh(finderFolder).value(Person.self, id: "p") != nil)
     }
 
+    /// Refs whose names differ only in case keep files whose names differ otherwise too, so that
+    /// they stay two on a file system that ignores case (where `Main` and `main` were one file,
+    /// and a ref `HEADS` could replace the heads); a ref an earlier version wrote as `Name.json`
+    /// is read, and moves to its new name at its next swap.
+    @Test func refsThatDifferOnlyInCaseKeepFilesOfTheirOwn() async throws {
+        try await withStore { path, store, _ in
+            let backend = store.backend
+            let heads = try #require(try await backend.refs()["heads"])
+            let (a, b, c) = (Hash.of([1]), Hash.of([2]), Hash.of([3]))
+            #expect(try await backend.compareAndSwap(ref: "Main", expected: nil, new: a))
+            #expect(try await backend.compareAndSwap(ref: "main", expected: nil, new: b))
+            #expect(try await backend.compareAndSwap(ref: "team/HEADS", expected: nil, new: c))
+            let files = try FileManager.default.contentsOfDirectory(atPath: path + "/refs").sorted()
+            #expect(files == ["^main.json", "heads.json", "main.json", "team~^h^e^a^d^s.json"])
+            #expect(Set(files.map { $0.lowercased() }).count == files.count)
+            let refs = try await backend.refs()
+            #expect(refs == ["heads": heads, "Main": a, "main": b, "team/HEADS": c])
+
+            try FileManager.default.copyItem(atPath: path + "/refs/main.json", toPath: path + "/refs/Legacy.json")
+            #expect(try await backend.refs()["Legacy"] == b)
+            #expect(!(try await backend.compareAndSwap(ref: "Legacy", expected: nil, new: a)))
+            #expect(try await backend.compareAndSwap(ref: "Legacy", expected: b, new: a))
+            #expect(!FileManager.default.fileExists(atPath: path + "/refs/Legacy.json"))
+            #expect(FileManager.default.fileExists(atPath: path + "/refs/^legacy.json"))
+            #expect(try await backend.refs()["Legacy"] == a)
+            #expect(try await backend.compareAndSwap(ref: "Legacy", expected: a, new: nil))
+            #expect(try await backend.refs()["Legacy"] == nil)
+        }
+    }
+
     @Test func objectsAreReadableJSON() async throws {
         try await withStore { path, _, version in
             let commit = try JSONValue.parse(try Array(Data(contentsOf: URL(fileURLWithPath: objectFile(path, version.id)))))
