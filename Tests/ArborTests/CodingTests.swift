@@ -237,6 +237,11 @@ import Testing
         #expect(Set([Ref<Person>(id: composed), Ref<Person>(id: decomposed)]).count == 2)
         #expect(PropertyValue.map(["\u{E9}": .int(1)]) != PropertyValue.map(["e\u{301}": .int(1)]))
         #expect(Record(type: "T", id: "t", properties: ["\u{E9}": .int(1)]) != Record(type: "T", id: "t", properties: ["e\u{301}": .int(1)]))
+        // A record whose only change is a name's spelling lists it: removed, then added.
+        let respelled = RecordChange(key: RecordKey(type: "T", id: "t"), old: Record(type: "T", id: "t", properties: ["\u{E9}": .int(1), "x": .int(0)]),
+                                     new: Record(type: "T", id: "t", properties: ["e\u{301}": .int(1), "x": .int(0)]))
+        #expect(respelled.properties.map(\.name.unicodeScalars.count).sorted() == [1, 2])
+        #expect(respelled.properties.allSatisfy { ($0.old == nil) != ($0.new == nil) })
         let marked = PropertyValue.map(["$\u{301}": .int(1)])
         let json = JSONValue(propertyValue: marked)
         #expect(json.serialized().contains("$map"))

@@ -19,12 +19,22 @@ public struct RecordChange: Hashable, Sendable {
 
     public var kind: Kind { old == nil ? .added : (new == nil ? .removed : .modified) }
 
-    /// Every property that differs, by name in canonical order.
+    /// Every property that differs, by name in canonical order. Names compare by their bytes:
+    /// a name spelt in another Unicode form is another property (the old one removed, the new
+    /// one added), as the record's bytes say; compared as `String`s, such a change listed nothing.
     public var properties: [PropertyChange] {
         let before = old?.properties ?? [:]
         let after = new?.properties ?? [:]
-        return Set(before.keys).union(after.keys).sorted(by: utf8Less).compactMap { name in
-            before[name] == after[name] ? nil : PropertyChange(name: name, old: before[name], new: after[name])
+        /// The value of the property spelt exactly `name` (a dictionary finds any spelling).
+        func value(_ name: String, in properties: [String: PropertyValue]) -> PropertyValue? {
+            guard let index = properties.index(forKey: name), utf8Equal(properties[index].key, name) else { return nil }
+            return properties[index].value
+        }
+        var seen = Set<[UInt8]>()
+        let names = (Array(before.keys) + Array(after.keys)).filter { seen.insert(Array($0.utf8)).inserted }.sorted(by: utf8Less)
+        return names.compactMap { name in
+            let (old, new) = (value(name, in: before), value(name, in: after))
+            return old == new ? nil : PropertyChange(name: name, old: old, new: new)
         }
     }
 }
