@@ -809,10 +809,19 @@ struct LMDBMeta {
 
     private static let magic: UInt32 = 0xBEEF_C0DE
 
+    /// Whether the LMDB this process runs is one whose file layout this reads: 0.9.
+    private static let isLayoutKnown: Bool = {
+        var (major, minor, patch): (Int32, Int32, Int32) = (0, 0, 0)
+        _ = mdb_version(&major, &minor, &patch)
+        return major == 0 && minor == 9
+    }()
+
     /// `pageSize`: the environment's, or `nil` for the one page 0 records (LMDB's page size is the
     /// system's up to 32 KiB, and a file may come from another system).
     static func newest(in path: String, pageSize knownPageSize: Int? = nil) -> LMDBMeta? {
-        guard MemoryLayout<Int>.size == 8 else { return nil }
+        // The layout below is LMDB 0.9's; LMDB 1.0's pages have longer headers (its files and
+        // 0.9's do not open in the other), and nothing is read from them.
+        guard MemoryLayout<Int>.size == 8, isLayoutKnown else { return nil }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }

@@ -41,6 +41,12 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
     guard code == 0 else { throw ArborError(.engine, "mdb_txn_commit: \(String(cString: mdb_strerror(code)))") }
 }
 
+#if os(Linux)
+private let isLinux = true
+#else
+private let isLinux = false
+#endif
+
 /// The LMDB adapter: a folder with LMDB's files, that refuses what is not its own, reports
 /// damage and grows its map instead of failing.
 @Suite struct LMDBBackendTests {
@@ -314,8 +320,9 @@ func rawLMDBPut(_ path: String, database: String?, key: [UInt8], value: [UInt8])
 
     /// LMDB trusts a leaf node's data size: damage that makes it run past the end of the file
     /// used to kill the process with SIGBUS when the value was copied out of the map. Now every
-    /// read (a batch, a value lent in place, an enumeration) says the file is damaged.
-    @Test func aValueThatRunsPastTheFileIsAnErrorNotACrash() async throws {
+    /// read (a batch, a value lent in place, an enumeration) says the file is damaged. Linux
+    /// only: the map is found through /proc/self/maps (README), and elsewhere the read crashes.
+    @Test(.enabled(if: isLinux)) func aValueThatRunsPastTheFileIsAnErrorNotACrash() async throws {
         try await withPath { path in
             let backend = try LMDBBackend.create(.init(path: path))
             var generator = SeededGenerator(seed: 7)
