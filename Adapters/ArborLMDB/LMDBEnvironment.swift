@@ -782,17 +782,30 @@ final class MappedFile: @unchecked Sendable {
         var line: UnsafeMutablePointer<CChar>?
         var capacity = 0
         defer { free(line) }
+        // On an overlay file system (a container's) the map names the file under another device
+        // than `stat` gives: then the one map at offset 0 of the file the descriptor names, by
+        // the path the kernel prints for both.
+        let openPath = linkTarget("/proc/self/fd/\(descriptor)")
+        var byPath = [UInt]()
         while getline(&line, &capacity, maps) > 0, let line {
             // start-end perms offset major:minor inode path
             let fields = String(cString: line).split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-            guard fields.count >= 5, UInt64(fields[4]) == UInt64(file.st_ino), UInt64(fields[2], radix: 16) == 0 else { continue }
-            let deviceFields = fields[3].split(separator: ":").map { UInt64($0, radix: 16) }
-            guard deviceFields == [major, minor],
-                let start = fields[0].split(separator: "-").first.flatMap({ UInt($0, radix: 16) })
-            else { continue }
+            guard fields.count >= 5, UInt64(fields[2], radix: 16) == 0,
+                  let start = fields[0].split(separator: "-").first.flatMap({ UInt($0, radix: 16) }) else { continue }
+            if fields.count == 6, let openPath, fields[5].trimmingCharacters(in: .whitespacesAndNewlines) == openPath { byPath.append(start) }
+            guard UInt64(fields[4]) == UInt64(file.st_ino), fields[3].split(separator: ":").map({ UInt64($0, radix: 16) }) == [major, minor] else { continue }
             return MappedFile(start: start, descriptor: descriptor, length: Int(file.st_size))
         }
-        return nil
+        guard byPath.count == 1 else { return nil }
+        return MappedFile(start: byPath[0], descriptor: descriptor, length: Int(file.st_size))
+    }
+
+    /// Where the symbolic link at `path` points, or `nil`.
+    private static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4_097)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 
