@@ -123,7 +123,11 @@ final class ConnectionPool: Sendable {
     }
 
     /// Runs `body` with a connected connection, on that connection's queue.
-    func withConnection<R: Sendable>(_ operation: String, _ body: @escaping @Sendable (PGConnection) throws -> R) async throws -> R {
+    ///
+    /// `rerunsOnALostConnection`: `body` only reads, and is run once more on a new connection
+    /// when the connection it ran on turns out lost (after a server restart every pooled
+    /// connection is, and each would otherwise fail one call).
+    func withConnection<R: Sendable>(_ operation: String, rerunsOnALostConnection: Bool = false, _ body: @escaping @Sendable (PGConnection) throws -> R) async throws -> R {
         let slot = try await acquire(operation)
         defer { release(slot) }
         try Task.checkCancellation()
@@ -137,23 +141,35 @@ final class ConnectionPool: Sendable {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
                     slot.queue.async {
-                        do {
-                            if slot.connection?.isBroken ?? true {
-                                slot.connection = nil
-                                slot.connection = try PGConnection(target, operation: operation)
+                        var reruns = rerunsOnALostConnection ? 1 : 0
+                        while true {
+                            var connected = false
+                            do {
+                                if slot.connection?.isBroken ?? true {
+                                    slot.connection = nil
+                                    slot.connection = try PGConnection(target, operation: operation)
+                                    connected = true
+                                }
+                                guard let connection = slot.connection else { throw ArborError(.connection, "no connection", backend: "postgres", operation: operation) }
+                                if let canceller = connection.canceller() { slot.running.withLock { $0 = (call, canceller) } }
+                                defer { slot.running.withLock { $0 = nil } }
+                                // Cancelled before the call was marked running: the handler found
+                                // nothing to cancel, so the call does not start.
+                                if cancelled.isSet { throw CancellationError() }
+                                let value = try body(connection)
+                                if !connection.isReusable { slot.connection = nil }
+                                continuation.resume(returning: value)
+                            } catch {
+                                let lost = slot.connection.map { $0.isBroken } ?? false
+                                if !(slot.connection?.isReusable ?? true) { slot.connection = nil }
+                                // A connection made for this call that fails is no stale one.
+                                if lost, !connected, reruns > 0, !cancelled.isSet, (error as? ArborError)?.code == .connection {
+                                    reruns -= 1
+                                    continue
+                                }
+                                continuation.resume(throwing: error)
                             }
-                            guard let connection = slot.connection else { throw ArborError(.connection, "no connection", backend: "postgres", operation: operation) }
-                            if let canceller = connection.canceller() { slot.running.withLock { $0 = (call, canceller) } }
-                            defer { slot.running.withLock { $0 = nil } }
-                            // Cancelled before the call was marked running: the handler found
-                            // nothing to cancel, so the call does not start.
-                            if cancelled.isSet { throw CancellationError() }
-                            let value = try body(connection)
-                            if !connection.isReusable { slot.connection = nil }
-                            continuation.resume(returning: value)
-                        } catch {
-                            if !(slot.connection?.isReusable ?? true) { slot.connection = nil }
-                            continuation.resume(throwing: error)
+                            return
                         }
                     }
                 }

@@ -131,7 +131,7 @@ public final class PostgresBackend: Backend {
         try checkOpen("get")
         if hashes.isEmpty { return [:] }
         let unique = Array(Set(hashes))
-        return try await pool.withConnection("get") { connection in
+        return try await pool.withConnection("get", rerunsOnALostConnection: true) { connection in
             var result = [Hash: [UInt8]](minimumCapacity: unique.count)
             for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
                 let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
@@ -150,7 +150,7 @@ public final class PostgresBackend: Backend {
         if hashes.isEmpty { return [:] }
         let unique = Array(Set(hashes))
         guard unique.count <= Self.objectsPerStatement else { return try await get(unique) }
-        return try await pool.withConnection("get") { connection in
+        return try await pool.withConnection("get", rerunsOnALostConnection: true) { connection in
             let rows = try connection.execute(Statements.ancestry, [.hashArray(unique), .int64(Int64(max(limit, unique.count)))], operation: "get")
             var result = [Hash: [UInt8]](minimumCapacity: rows.rowCount)
             rows.collectObjects(into: &result)
@@ -162,7 +162,7 @@ public final class PostgresBackend: Backend {
         try checkOpen("contains")
         if hashes.isEmpty { return [] }
         let unique = Array(Set(hashes))
-        return try await pool.withConnection("contains") { connection in
+        return try await pool.withConnection("contains", rerunsOnALostConnection: true) { connection in
             var result = Set<Hash>()
             for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
                 let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
@@ -276,7 +276,7 @@ public final class PostgresBackend: Backend {
     ) async throws {
         try checkOpen("enumerate")
         let limit = max(batchSize, 1)
-        let start = try await pool.withConnection("enumerate") { try Self.objectsTableExtent($0) }
+        let start = try await pool.withConnection("enumerate", rerunsOnALostConnection: true) { try Self.objectsTableExtent($0) }
         var end = start.pages
         var page: Int64 = 0
         // Pages per statement, sized from the rows per page seen so far to make about a batch.
@@ -284,7 +284,7 @@ public final class PostgresBackend: Backend {
         var rowsSeen = 0
         while page < end {
             let range = (from: page, to: page + span)
-            let (found, extent) = try await pool.withConnection("enumerate") { connection in
+            let (found, extent) = try await pool.withConnection("enumerate", rerunsOnALostConnection: true) { connection in
                 let result = try connection.execute(statement, [.int64(range.from), .int64(range.to)], operation: "enumerate")
                 return (try rows(result), try Self.objectsTableExtent(connection))
             }
@@ -324,7 +324,7 @@ public final class PostgresBackend: Backend {
             let cursor = after
             // Keyset pagination: each page is its own short statement, so no transaction or
             // connection is held while `body` runs.
-            let page = try await pool.withConnection("enumerate") { connection in
+            let page = try await pool.withConnection("enumerate", rerunsOnALostConnection: true) { connection in
                 try rows(connection.execute(statement, [.bytes(cursor), .int64(Int64(limit))], operation: "enumerate"))
             }
             if !page.isEmpty { try await body(page) }
@@ -351,7 +351,7 @@ public final class PostgresBackend: Backend {
 
     public func refs() async throws -> [String: Hash] {
         try checkOpen("refs")
-        return try await pool.withConnection("refs") { connection in
+        return try await pool.withConnection("refs", rerunsOnALostConnection: true) { connection in
             let rows = try connection.execute(Statements.refs, [], operation: "refs")
             var result = [String: Hash]()
             for row in 0..<rows.rowCount {

@@ -281,6 +281,36 @@ import Testing
         }
     }
 
+    /// A read whose pooled connection the server ended (a restart, an administrator) runs once
+    /// more on a new connection instead of failing: after a server restart every pooled
+    /// connection failed one call. A write is not run twice: it fails, and the next one works.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func readsOnAConnectionTheServerEndedRunAgain() async throws {
+        try await withDatabase { url in
+            let backend = try await PostgresBackend.create(.init(url: url, maximumConnections: 1))
+            let object = (hash: Hash.of([7]), bytes: [UInt8]([7]))
+            try await backend.put([object])
+            let admin = try PostgresSession(url: url)
+            func endTheStoresConnection() throws {
+                let ended = try admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                #expect(ended.count == 1)
+                // Until the server process is gone, a read may still be answered on it.
+                for _ in 0..<500 {
+                    if try admin.execute("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").count == 0 { return }
+                    usleep(10_000)
+                }
+            }
+            try endTheStoresConnection()
+            #expect(try await backend.get([object.hash]) == [object.hash: object.bytes])
+            try endTheStoresConnection()
+            #expect(try await backend.refs()["heads"] == nil)
+            try endTheStoresConnection()
+            await #expect { try await backend.put([(Hash.of([8]), [8])]) } throws: { ($0 as? ArborError)?.code == .connection }
+            try await backend.put([(Hash.of([8]), [8])])
+            #expect(try await backend.contains([Hash.of([8])]).count == 1)
+            try await backend.close()
+        }
+    }
+
     /// A cancelled task stops its PostgreSQL call: one waiting for a lock another session holds
     /// is cancelled on the server (it used to wait as long as the lock), one waiting for a free
     /// connection leaves the queue at once; both throw CancellationError, and the store works
