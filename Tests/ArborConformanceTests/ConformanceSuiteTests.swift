@@ -53,11 +53,14 @@ import Testing
     /// the fault shows deterministically, at least these where it depends on timing or is everywhere.
     @Test(arguments: [
         (FaultyBackend.Fault.nonAtomicSwap, ["contract.refs-racing", "contract.second-handle"], false),
-        (.dropsEvery1000th, ["contract.put-get-batches"], true),
+        (.dropsEvery1000th, ["contract.put-get-batches", "contract.large-batches", "contract.put-order"], true),
         (.staleRefsAfterReopen, ["contract.persistence", "contract.second-handle", "store.persistence"], true),
         (.truncatesLargeObjects, ["contract.large-object"], true),
         (.corruptsBytes, ["contract.put-get-batches", "contract.object-sizes", "contract.large-object", "contract.corruption-detected",
                           "store.commit-read", "store.reference-hashes", "merge.children"], false),
+        (.storesBackToFront, ["contract.put-order"], false),
+        (.comparesHashPrefixes, ["contract.near-miss-hashes"], false),
+        (.swallowsEnumerationErrors, ["contract.enumerate-objects"], false),
     ])
     func brokenAdaptersFail(fault: FaultyBackend.Fault, caughtBy expected: [String], exactly: Bool) async throws {
         let report = try await runSuite(SuiteAdapter.faulty(fault))

@@ -19,6 +19,14 @@ final class FaultyBackend: Backend {
         case truncatesLargeObjects
         /// `get` flips a bit in the middle of every object it returns, without an error.
         case corruptsBytes
+        /// `put` stores a batch from its last object to its first, 100 at a time, a millisecond
+        /// apart: a reader finds objects whose predecessors are not there yet.
+        case storesBackToFront
+        /// `get` and `contains` look hashes up by their first 31 bytes: a hash differing from a
+        /// stored one only in its last byte is taken for it.
+        case comparesHashPrefixes
+        /// `enumerateObjects` ignores an error its body throws and goes on.
+        case swallowsEnumerationErrors
 
         var description: String { rawValue }
     }
@@ -40,8 +48,21 @@ final class FaultyBackend: Backend {
         if isClosed.load(ordering: .acquiring) { throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation) }
     }
 
+    /// For ``Fault/comparesHashPrefixes``: each of `hashes` as the stored hash that shares its
+    /// first 31 bytes, where there is one.
+    private func byPrefix(_ hashes: [Hash]) async throws -> [Hash: Hash] {
+        var stored = [ArraySlice<UInt8>: Hash]()
+        for hash in try await disk.allHashes() { stored[hash.bytes.prefix(31)] = hash }
+        return Dictionary(hashes.compactMap { hash in stored[hash.bytes.prefix(31)].map { (hash, $0) } }, uniquingKeysWith: { first, _ in first })
+    }
+
     func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         try checkOpen("get")
+        if fault == .comparesHashPrefixes {
+            let found = try await byPrefix(hashes)
+            let objects = try await disk.get(Array(Set(found.values)))
+            return found.compactMapValues { objects[$0] }
+        }
         var objects = try await disk.get(hashes)
         if fault == .corruptsBytes {
             for (hash, var bytes) in objects where !bytes.isEmpty {
@@ -54,6 +75,7 @@ final class FaultyBackend: Backend {
 
     func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         try checkOpen("contains")
+        if fault == .comparesHashPrefixes { return Set(try await byPrefix(hashes).keys) }
         return try await disk.contains(hashes)
     }
 
@@ -64,6 +86,11 @@ final class FaultyBackend: Backend {
             try await disk.put(objects.enumerated().filter { ($0.offset + 1) % 1000 != 0 }.map(\.element))
         case .truncatesLargeObjects:
             try await disk.put(objects.map { ($0.hash, Array($0.bytes.prefix(16 << 20))) })
+        case .storesBackToFront:
+            for end in stride(from: objects.count, to: 0, by: -100) {
+                try await disk.put(Array(objects[max(end - 100, 0)..<end]))
+                if objects.count > 100 { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+            }
         default:
             try await disk.put(objects)
         }
@@ -72,6 +99,13 @@ final class FaultyBackend: Backend {
     func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
         try checkOpen("enumerate")
         try await disk.enumerateHashes(batchSize: batchSize, body)
+    }
+
+    func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        try checkOpen("enumerate")
+        try await disk.enumerateObjects(batchSize: batchSize) { batch in
+            if fault == .swallowsEnumerationErrors { try? await body(batch) } else { try await body(batch) }
+        }
     }
 
     func delete(_ hashes: [Hash]) async throws {

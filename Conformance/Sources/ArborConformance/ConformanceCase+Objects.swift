@@ -112,6 +112,82 @@ extension ConformanceCase {
             }
         },
 
+        ConformanceCase(.contract, "near-miss-hashes", "a hash one bit away from a stored one, or all zeros or all ones, is not stored: get, contains and delete tell every bit of a hash apart") { context in
+            let backend = context.backend
+            let stored = (0..<16).map { TestObjects.object($0, seed: 23) }
+            try await context.step("putting 16 objects") { try await backend.put(stored) }
+            var nearMisses = [[UInt8](repeating: 0, count: 32), [UInt8](repeating: 0xFF, count: 32)].compactMap { Hash(bytes: $0) }
+            for object in stored {
+                for (byte, bit) in [(0, 7), (0, 0), (15, 3), (16, 4), (31, 0), (31, 7)] {
+                    var bytes = object.hash.bytes
+                    bytes[byte] ^= 1 << bit
+                    if let hash = Hash(bytes: bytes) { nearMisses.append(hash) }
+                }
+            }
+            try await context.step("asking for \(nearMisses.count) hashes that differ from stored ones in one bit") {
+                try expectEqual(try await backend.get(nearMisses).count, 0, "get of hashes one bit away from stored ones returns nothing")
+                try expectEqual(try await backend.contains(nearMisses), [], "contains of hashes one bit away from stored ones finds nothing")
+                try await backend.delete(nearMisses)
+                try expectObjects(stored, in: try await backend.get(stored.map(\.hash)), "deleting hashes one bit away from stored ones removes none of them")
+            }
+            let unknown = (0..<20_000).map { TestObjects.unknownHash($0 + 1_000) }
+            try await context.step("asking for 20,000 unknown hashes at once") {
+                try expectEqual(try await backend.contains(unknown), [], "contains of 20,000 unknown hashes finds nothing")
+                try expectEqual(try await backend.get(unknown).count, 0, "get of 20,000 unknown hashes returns nothing")
+            }
+        },
+
+        ConformanceCase(.contract, "large-batches", "one put, get, contains and delete of 40,000 objects works (calls take batches of any size; an engine's limit on parameters per statement is the adapter's to work around)") { context in
+            let backend = context.backend
+            let objects = (0..<40_000).map { TestObjects.object($0, size: 24, seed: 29) }
+            try await context.step("putting 40,000 objects in one call") { try await backend.put(objects) }
+            try await context.step("reading them back in one call each") {
+                try expectObjects(objects, in: try await backend.get(objects.map(\.hash)), "get of 40,000 objects in one call returns each")
+                try expectEqual(try await backend.contains(objects.map(\.hash)).count, objects.count, "contains of 40,000 objects in one call finds each")
+            }
+            try await context.step("deleting them in one call") {
+                try await backend.delete(objects.map(\.hash))
+                try expectEqual(try await backend.contains(objects.map(\.hash)), [], "a delete of 40,000 objects in one call removes each")
+            }
+        },
+
+        ConformanceCase(.contract, "put-order", "a put never stores an object ahead of one given before it: readers polling during a put of 20,000 objects always find a prefix of them (or none, or all)") { context in
+            let backend = context.backend
+            let objects = (0..<20_000).map { TestObjects.object($0, size: 32, seed: 31) }
+            let hashes = objects.map(\.hash)
+            // Each poll asks about one object at a time, from the last towards the first: an
+            // object found present was stored before every later answer, so every object given
+            // before it must be found too. (One request for all could be answered in any order.)
+            let probes = Array(stride(from: objects.count - 1, through: 0, by: -97))
+            try await context.step("polling while 20,000 objects are put in one call") {
+                let done = Flag()
+                let violation = try await withThrowingTaskGroup(of: String?.self) { group in
+                    group.addTask {
+                        defer { done.set() }
+                        try await backend.put(objects)
+                        return nil
+                    }
+                    group.addTask {
+                        while !done.isSet {
+                            var present: Int?
+                            for index in probes {
+                                let found = try await backend.contains([hashes[index]]).contains(hashes[index])
+                                if found, present == nil { present = index }
+                                if !found, let present { return "object \(index) was missing after object \(present), given after it, was found" }
+                            }
+                            await Task.yield()
+                        }
+                        return nil
+                    }
+                    var first: String?
+                    for try await result in group { first = first ?? result }
+                    return first
+                }
+                try expect(violation == nil, "a put of 20,000 objects, polled", expected: "a prefix of the batch stored at every moment", actual: violation ?? "")
+                try expectEqual(try await backend.contains(hashes).count, objects.count, "the put stored all 20,000 objects")
+            }
+        },
+
         ConformanceCase(.contract, "enumerate", "enumeration returns exactly the objects put, once each, in batches of at most the size asked") { context in
             let backend = context.backend
             let objects = (0..<2_345).map { TestObjects.object($0, size: 20 + $0 % 50) }
@@ -183,6 +259,11 @@ extension ConformanceCase {
                                        "enumerating objects with batchSize \(batchSize) yields each object put once, byte for byte", wrongBytes == 0)
                 }
             }
+            try await context.step("stopping an enumeration of objects by throwing") {
+                try await expectRethrows("an error thrown by the body of enumerateObjects") { body in
+                    try await backend.enumerateObjects(batchSize: 100) { _ in try body() }
+                }
+            }
         },
 
         ConformanceCase(.contract, "enumerate-checked-hashes", "an engine that checks hashes itself (enumerateHashesCheckedByEngine) returns each object put once with its size, and reports a corrupted object as ArborError(corruptObject) naming it; one that cannot says so without calling the body") { context in
@@ -213,6 +294,11 @@ extension ConformanceCase {
                     return true
                 }
                 guard checked else { return }
+            }
+            try await context.step("stopping an enumeration of checked hashes by throwing") {
+                try await expectRethrows("an error thrown by the body of enumerateHashesCheckedByEngine") { body in
+                    _ = try await backend.enumerateHashesCheckedByEngine(batchSize: 100) { _ in try body() }
+                }
             }
             let victim = objects[3]
             guard try await context.corrupt(victim.hash, with: Array(victim.bytes.reversed())) else { return }  // refused on write: detected

@@ -1,5 +1,6 @@
 import Arbor
 import Foundation
+import Synchronization
 
 /// Throws a failure unless `condition` holds.
 func expect(
@@ -75,4 +76,30 @@ func expectObjects(_ objects: [(hash: Hash, bytes: [UInt8])], in fetched: [Hash:
     }
     let extra = Set(fetched.keys).subtracting(objects.map(\.hash))
     try expect(extra.isEmpty, message(), expected: "only the objects asked for", actual: "\(extra.count) other objects too")
+}
+
+/// Checks that `enumeration`, whose body calls the closure it is given once per batch, ends at
+/// the first batch whose call throws and rethrows that very error: a migration's verification
+/// reports what it finds by throwing from the body, and an enumeration that swallowed it (or went
+/// on) would report a damaged target verified.
+func expectRethrows(_ what: String, _ enumeration: (_ body: @escaping () throws -> Void) async throws -> Void) async throws {
+    struct Stop: Error {}
+    var calls = 0
+    var stopped = false
+    do {
+        try await enumeration {
+            calls += 1
+            throw Stop()
+        }
+    } catch is Stop {
+        stopped = true
+    }
+    try expect(stopped && calls == 1, what, expected: "ends the enumeration and is rethrown", actual: stopped ? "\(calls) calls of the body" : "no error")
+}
+
+/// A flag one task sets and others read.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }
