@@ -67,7 +67,10 @@ public protocol Backend: Sendable {
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool
 
-    /// Removes objects (for garbage collection only). Unknown hashes are ignored.
+    /// Removes objects (for garbage collection only). Unknown hashes are ignored. Never removes
+    /// an object before those given before it (all at once, as a transaction does, is fine):
+    /// garbage collection gives objects that name others first, so that a collection stopped
+    /// midway leaves no object whose children are gone.
     func delete(_ hashes: [Hash]) async throws
 
     /// The current value of every ref.

@@ -61,6 +61,7 @@ import Testing
         (.storesBackToFront, ["contract.put-order"], false),
         (.comparesHashPrefixes, ["contract.near-miss-hashes"], false),
         (.swallowsEnumerationErrors, ["contract.enumerate-objects"], false),
+        (.deletesBackToFront, ["contract.delete-order"], false),
     ])
     func brokenAdaptersFail(fault: FaultyBackend.Fault, caughtBy expected: [String], exactly: Bool) async throws {
         let report = try await runSuite(SuiteAdapter.faulty(fault))

@@ -27,6 +27,9 @@ final class FaultyBackend: Backend {
         case comparesHashPrefixes
         /// `enumerateObjects` ignores an error its body throws and goes on.
         case swallowsEnumerationErrors
+        /// `delete` removes a batch from its last object to its first, 100 at a time, a
+        /// millisecond apart.
+        case deletesBackToFront
 
         var description: String { rawValue }
     }
@@ -110,6 +113,13 @@ final class FaultyBackend: Backend {
 
     func delete(_ hashes: [Hash]) async throws {
         try checkOpen("delete")
+        if fault == .deletesBackToFront {
+            for end in stride(from: hashes.count, to: 0, by: -100) {
+                try await disk.delete(Array(hashes[max(end - 100, 0)..<end]))
+                if hashes.count > 100 { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+            }
+            return
+        }
         try await disk.delete(hashes)
     }
 

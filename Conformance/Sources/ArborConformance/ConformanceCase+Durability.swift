@@ -52,6 +52,17 @@ extension ConformanceCase {
                 try expectEqual(try await second.compareAndSwap(ref: "heads", expected: nil, new: objects[1].hash), false,
                                 "a swap through the second handle from a value the first handle changed")
             }
+            try await context.step("deleting through one handle what the other has read, and putting it back through that one") {
+                // A handle that remembered what it read (objects, or that they exist) would answer
+                // for a deleted object, and take a put of it for done.
+                let object = objects[7]
+                try expectEqual(try await second.contains([object.hash]), [object.hash], "the second handle finds the object")
+                try await first.delete([object.hash])
+                try expectEqual(try await second.contains([object.hash]), [], "an object deleted through the first handle, asked about through the second")
+                try expectEqual(try await second.get([object.hash]).count, 0, "an object deleted through the first handle, read through the second")
+                try await second.put([object])
+                try expectObjects([object], in: try await first.get([object.hash]), "an object put again through the second handle, read through the first")
+            }
             var current: Hash? = objects[0].hash
             for round in 0..<10 {
                 let expected = current

@@ -188,6 +188,43 @@ extension ConformanceCase {
             }
         },
 
+        ConformanceCase(.contract, "delete-order", "a delete never removes an object before one given before it: readers polling during a delete of 20,000 objects always find a prefix of them removed (or none, or all)") { context in
+            let backend = context.backend
+            let objects = (0..<20_000).map { TestObjects.object($0, size: 32, seed: 37) }
+            let hashes = objects.map(\.hash)
+            try await context.step("putting 20,000 objects") { try await backend.put(objects) }
+            // From the last towards the first, one at a time: an object found removed went
+            // before every later answer, so every object given before it must be gone too.
+            let probes = Array(stride(from: objects.count - 1, through: 0, by: -97))
+            try await context.step("polling while the 20,000 objects are deleted in one call") {
+                let done = Flag()
+                let violation = try await withThrowingTaskGroup(of: String?.self) { group in
+                    group.addTask {
+                        defer { done.set() }
+                        try await backend.delete(hashes)
+                        return nil
+                    }
+                    group.addTask {
+                        while !done.isSet {
+                            var removed: Int?
+                            for index in probes {
+                                let found = try await backend.contains([hashes[index]]).contains(hashes[index])
+                                if !found, removed == nil { removed = index }
+                                if found, let removed { return "object \(index) was still there after object \(removed), given after it, was removed" }
+                            }
+                            await Task.yield()
+                        }
+                        return nil
+                    }
+                    var first: String?
+                    for try await result in group { first = first ?? result }
+                    return first
+                }
+                try expect(violation == nil, "a delete of 20,000 objects, polled", expected: "a prefix of the batch removed at every moment", actual: violation ?? "")
+                try expectEqual(try await backend.contains(hashes), [], "the delete removed all 20,000 objects")
+            }
+        },
+
         ConformanceCase(.contract, "enumerate", "enumeration returns exactly the objects put, once each, in batches of at most the size asked") { context in
             let backend = context.backend
             let objects = (0..<2_345).map { TestObjects.object($0, size: 20 + $0 % 50) }
