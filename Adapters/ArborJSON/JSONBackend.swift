@@ -204,6 +204,9 @@ public final class JSONBackend: Backend {
     /// and an uppercase letter '^' and the letter in lowercase ('^' and '~' are in no ref name),
     /// so that refs whose names differ only in case keep two files on a file system that
     /// ignores case (macOS's, by default), where `Main` and `main` were one file.
+    ///
+    /// A name whose file name would pass 250 bytes that way (a long name of many capitals) keeps
+    /// the earlier form, its letters as they are: file names stop at 255 bytes.
     static func refFileName(_ name: String) -> String {
         var file = ""
         for character in name.unicodeScalars {
@@ -213,7 +216,7 @@ public final class JSONBackend: Backend {
             default: file.unicodeScalars.append(character)
             }
         }
-        return file
+        return file.utf8.count <= 250 ? file : name.replacingOccurrences(of: "/", with: "~")
     }
 
     /// The ref a file name names: the inverse of ``refFileName(_:)``; a name with uppercase
@@ -236,10 +239,14 @@ public final class JSONBackend: Backend {
     }
 
     /// Where an earlier version kept a ref with uppercase letters in its name (the name as it is,
-    /// '/' as '~'); `nil` for a name without them, whose file name is the same in both.
-    private func legacyRefPath(_ name: String) -> String? {
-        guard name.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else { return nil }
-        return "\(root)/refs/\(name.replacingOccurrences(of: "/", with: "~")).json"
+    /// '/' as '~'), if a file of exactly that name is there; `nil` otherwise, and for a name whose
+    /// file name is the same in both. By the folder's listing, not by opening the path: where
+    /// the file system ignores case, `HEADS.json` would open `heads.json`, another ref's file.
+    private func legacyRefPath(_ name: String) throws -> String? {
+        let legacy = name.replacingOccurrences(of: "/", with: "~") + ".json"
+        guard legacy != Self.refFileName(name) + ".json",
+              try FileSystem.list(root + "/refs").contains(where: { $0.utf8.elementsEqual(legacy.utf8) }) else { return nil }
+        return "\(root)/refs/\(legacy)"
     }
 
     private func temporaryPath() -> String {
@@ -375,7 +382,7 @@ public final class JSONBackend: Backend {
             guard let lock else { throw ArborError(.closed, "the store is closed", backend: engineName, operation: "compareAndSwap") }
             return try lock.withLock {
                 // A ref an earlier version wrote under its old file name moves to its new one.
-                let legacy = legacyRefPath(name)
+                let legacy = try legacyRefPath(name)
                 let current = try readRef(path) ?? legacy.flatMap { try readRef($0) }
                 guard current == expected else { return false }
                 if let new {

@@ -136,7 +136,7 @@ final class ConnectionPool: Sendable {
             state.counter += 1
             return state.counter
         }
-        let cancelled = CancelFlag()
+        let cancelled = CallCancellation()
         do {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
@@ -152,7 +152,11 @@ final class ConnectionPool: Sendable {
                                 }
                                 guard let connection = slot.connection else { throw ArborError(.connection, "no connection", backend: "postgres", operation: operation) }
                                 if let canceller = connection.canceller() { slot.running.withLock { $0 = (call, canceller) } }
-                                defer { slot.running.withLock { $0 = nil } }
+                                connection.cancellation = cancelled
+                                defer {
+                                    connection.cancellation = nil
+                                    slot.running.withLock { $0 = nil }
+                                }
                                 // Cancelled before the call was marked running: the handler found
                                 // nothing to cancel, so the call does not start.
                                 if cancelled.isSet { throw CancellationError() }
@@ -190,12 +194,6 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    /// Whether a call's task was cancelled, set from its cancellation handler.
-    private final class CancelFlag: Sendable {
-        private let value = Mutex(false)
-        func set() { value.withLock { $0 = true } }
-        var isSet: Bool { value.withLock { $0 } }
-    }
 
     /// Refuses further calls, fails the waiters and closes the idle connections; busy ones close
     /// when their call returns.

@@ -7,6 +7,7 @@ import Darwin
 #endif
 import Arbor
 import CLibPQ
+import Synchronization
 
 // The raw libpq calls of the PostgreSQL adapter. Nothing else in the adapter calls libpq: this
 // file owns every `PGconn*` (one `PGConnection`, `PQfinish` in its deinit) and every `PGresult*`
@@ -282,6 +283,13 @@ final class PGResult {
     }
 }
 
+/// Whether a call's task was cancelled, set from its cancellation handler.
+final class CallCancellation: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
+
 /// A connection's cancel request (`PGcancel*`, freed when released): `PQcancel` asks the server,
 /// over a connection of its own, to stop the command running on that connection. Thread-safe.
 final class PGCanceller: @unchecked Sendable {
@@ -418,10 +426,21 @@ final class PGConnection {
         return wrapped
     }
 
+    /// The cancellation of the call the connection serves, set by the pool for each call: a
+    /// server ignores a cancel request that arrives between two statements, so each statement
+    /// checks it before it is sent.
+    var cancellation: CallCancellation?
+
+    private func checkCancellation() throws {
+        if cancellation?.isSet == true { throw CancellationError() }
+    }
+
     /// Runs one statement given as text, with binary parameters and binary results.
+    /// `checkingCancellation: false` for a statement that must run, cancelled or not (ROLLBACK).
     @discardableResult
-    func execute(_ sql: String, _ parameters: [PGValue] = [], operation: String) throws -> PGResult {
-        try withParameters(parameters) { count, types, values, lengths, formats in
+    func execute(_ sql: String, _ parameters: [PGValue] = [], operation: String, checkingCancellation: Bool = true) throws -> PGResult {
+        if checkingCancellation { try checkCancellation() }
+        return try withParameters(parameters) { count, types, values, lengths, formats in
             try check(PQexecParams(handle, sql, count, types, values, lengths, formats, 1), operation: operation)
         }
     }
@@ -429,6 +448,7 @@ final class PGConnection {
     /// Runs a prepared statement (preparing it on this connection first if needed).
     @discardableResult
     func execute(_ statement: PreparedStatement, _ parameters: [PGValue], operation: String) throws -> PGResult {
+        try checkCancellation()
         if !prepared.contains(statement.name) {
             _ = try check(PQprepare(handle, statement.name, statement.sql, Int32(statement.types.count), statement.types), operation: operation)
             prepared.insert(statement.name)
@@ -445,16 +465,19 @@ final class PGConnection {
         let value: R
         do {
             value = try body()
+            // Cancelled after the last statement: rolled back, not committed.
+            try checkCancellation()
         } catch {
-            if !isBroken { _ = try? execute("ROLLBACK", operation: operation) }
+            if !isBroken { _ = try? execute("ROLLBACK", operation: operation, checkingCancellation: false) }
             throw error
         }
-        try execute("COMMIT", operation: operation)
+        try execute("COMMIT", operation: operation, checkingCancellation: false)
         return value
     }
 
     /// `COPY … FROM STDIN` with `data` as the whole input (e.g. PGCOPY binary format).
     func copyIn(_ sql: String, chunks: [[UInt8]], operation: String) throws {
+        try checkCancellation()
         _ = try check(PQexec(handle, sql), operation: operation, expecting: [.copyIn])
         for chunk in chunks {
             let sent = chunk.withUnsafeBytes { buffer in

@@ -81,7 +81,9 @@ extension PropertyValue {
             }
             return .int(number)
         case .object(let members):
-            guard var tag = members.first?.key, tag.utf8.first == UInt8(ascii: "$") else {
+            // A tag starts with the byte "$" followed by a letter; a name whose "$" carries a
+            // combining mark (an earlier version wrote such maps without `$map`) is no tag.
+            guard var tag = members.first?.key, tag.utf8.first == UInt8(ascii: "$"), tag.hasPrefix("$") else {
                 return .map(try mapMembers(members, depth: depth))
             }
             // Members have no order in JSON: a date's two may come either way round.

@@ -227,6 +227,12 @@ import Testing
         let properties = try RecordEncoder.records(of: forwarded)[0].properties
         #expect(properties["at"] == .double(12.5) && properties["data"] == .array([.int(1), .int(2), .int(255)]))
         #expect(try RecordEncoder.records(of: value)[0].properties["at"] == .date(value.at))
+        // An integer is no date's own form (a Date encodes a Double): still refused.
+        struct Dated: Storable { var id: String; var at: Date }
+        let key = RecordKey(type: Dated.typeName, id: "d")
+        #expect(throws: DecodingError.self) {
+            try RecordDecoder.value(Dated.self, key: key, records: [key: Record(key: key, properties: ["id": .string("d"), "at": .int(1_700_000_000)])])
+        }
     }
 
     /// Names compare by their bytes where bytes are what is stored: references whose ids differ
@@ -246,6 +252,8 @@ import Testing
         let json = JSONValue(propertyValue: marked)
         #expect(json.serialized().contains("$map"))
         #expect(try PropertyValue(json: json) == marked)
+        // As an earlier version wrote it, without `$map`, it reads back too.
+        #expect(try PropertyValue(json: .object([("$\u{301}", .number("1"))])) == marked)
     }
 
     /// A tree of records is written only as deep as it is read back: 85 folders nested in

@@ -178,6 +178,19 @@ import Testing
             #expect(try await backend.refs()["Legacy"] == a)
             #expect(try await backend.compareAndSwap(ref: "Legacy", expected: a, new: nil))
             #expect(try await backend.refs()["Legacy"] == nil)
+
+            // Where a ref HEADS is swapped beside heads, the file HEADS.json, which opens heads.json
+            // where case is ignored, is no old file of HEADS's: only the listing says so.
+            #expect(try await backend.compareAndSwap(ref: "HEADS", expected: nil, new: a))
+            #expect(try await backend.compareAndSwap(ref: "HEADS", expected: a, new: b))
+            #expect(try await backend.refs()["heads"] == heads)
+
+            // 200 capitals would make a 405-byte file name: such a name keeps its letters.
+            let long = String(repeating: "L", count: 200)
+            #expect(try await backend.compareAndSwap(ref: long, expected: nil, new: a))
+            #expect(FileManager.default.fileExists(atPath: path + "/refs/\(long).json"))
+            #expect(try await backend.compareAndSwap(ref: long, expected: a, new: b))
+            #expect(try await backend.refs()[long] == b)
         }
     }
 

@@ -291,11 +291,11 @@ import Testing
             try await backend.put([object])
             let admin = try PostgresSession(url: url)
             func endTheStoresConnection() throws {
-                let ended = try admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                let ended = try admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
                 #expect(ended.count == 1)
                 // Until the server process is gone, a read may still be answered on it.
                 for _ in 0..<500 {
-                    if try admin.execute("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").count == 0 { return }
+                    if try admin.execute("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'").count == 0 { return }
                     usleep(10_000)
                 }
             }
@@ -340,6 +340,27 @@ import Testing
             }
             _ = await waitingForAConnection.result
             _ = await waitingForTheLock.result
+
+            // A batch of several statements in one transaction, cancelled while its last one
+            // waits for a row another session holds: rolled back whole.
+            let objects = (0..<30_000).map { index -> (hash: Hash, bytes: [UInt8]) in
+                let bytes = withUnsafeBytes(of: UInt64(index).bigEndian) { Array($0) } + [UInt8](repeating: 5, count: 64)
+                return (Hash.of(bytes), bytes)
+            }
+            let last = try #require(objects.max { $0.hash < $1.hash })
+            try Self.block(last, on: blocker)
+            let putting = _Concurrency.Task { try await backend.put(objects) }
+            let observer = try PostgresSession(url: url)
+            for _ in 0..<3_000 {
+                if try observer.execute("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO arbor_objects%'").count > 0 { break }
+                try await _Concurrency.Task.sleep(for: .milliseconds(5))
+            }
+            putting.cancel()
+            let put = await Self.outcome(of: putting, within: .seconds(10))
+            _ = try blocker.execute("ROLLBACK")
+            #expect(put == "CancellationError", "the cancelled batch ended with \(put ?? "nothing within 10 s")")
+            _ = await putting.result
+            #expect(try observer.execute("SELECT count(*) FROM arbor_objects").integer(0, 0) == 0, "a cancelled batch left objects")
 
             #expect(try await backend.refs()["waiting"] == nil)
             #expect(try await backend.compareAndSwap(ref: "waiting", expected: nil, new: hash))

@@ -89,6 +89,9 @@ struct PropertyDecoder: Decoder {
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
         switch (type, value) {
         case (is Date.Type, .date(let date)): return date as! T
+        // A date's own Codable form is a Double: an integer is some other number (seconds since
+        // 1970, say, of a property that was an Int), not a date.
+        case (is Date.Type, .int): throw mismatch(type)
         case (is Data.Type, .bytes(let bytes)): return Data(bytes) as! T
         case (is URL.Type, .string(let text)):
             guard let url = URL(string: text) else { throw mismatch(type) }
