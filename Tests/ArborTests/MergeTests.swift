@@ -371,6 +371,21 @@ import Testing
         #expect(try await behind.merge(b1.id, a1.id, strategy: .mostRecent).version?.id == version.id)
     }
 
+    /// A replica whose clock runs behind edits a value it read at an older version, as
+    /// `save(_:parents:)` advises, after it has received a newer change: its edit is the later
+    /// one, and most-recent keeps it, though it builds on a version older than the change.
+    @Test func clockRunningBehindWinsWhenBuildingOnAnOlderVersion() async throws {
+        let backend = MemoryBackend()
+        let ahead = Store(backend: backend, configuration: .init(replica: "ahead", clock: { Date(timeIntervalSince1970: 1_763_700_000) }))
+        let behind = Store(backend: backend, configuration: .init(replica: "behind", clock: { Date(timeIntervalSince1970: 1_763_700_000 - 3600) }))
+        let read = try await ahead.save(Task(id: "t", title: "base", done: false))
+        let received = try await ahead.save(Task(id: "t", title: "ahead", done: false))
+        let edited = try await behind.save(Task(id: "t", title: "behind", done: false), parents: [read.id])
+        #expect(edited.time > received.time)
+        guard case .merged(let version, _)? = try await behind.mergeHeads(strategy: .mostRecent) else { Issue.record("no merge"); return }
+        #expect(try await behind.value(Task.self, id: "t", at: version.id)?.title == "behind")
+    }
+
     @Test func typeResolverAndOverride() async throws {
         var resolvers = MergeResolvers()
         resolvers.register(Task.self) { base, ours, theirs in

@@ -5,6 +5,10 @@ extension Store {
     /// Objects are written children first and the heads ref last, by compare-and-swap: a crash
     /// leaves the store as it was, and a concurrent commit on the same parent leaves two heads.
     ///
+    /// Its time is later than that of every version the store holds (a hybrid logical clock
+    /// that observes the heads), so most-recent merges prefer it even from a replica whose wall
+    /// clock runs behind.
+    ///
     /// Ownership is applied: children a saved value held in the parent version and no longer
     /// holds, and everything a deleted value owned, are deleted by the same commit.
     ///
@@ -13,6 +17,10 @@ extension Store {
     @discardableResult
     public func commit(_ changes: ChangeSet, message: String = "", parents explicitParents: [Hash]? = nil) async throws -> Version {
         let parents: [Version]
+        // A hybrid clock observes every version the store holds, whose newest are its heads: a
+        // replica whose wall clock runs behind then still stamps its change after one it has
+        // received, also when the change builds on an older version.
+        let heads = try await heads()
         if let explicitParents {
             // Distinct, as the format says, and no more than a version can name and still be
             // read (a version the decoder refused, once a head, would make the store unreadable).
@@ -23,7 +31,7 @@ extension Store {
             }
             parents = try await versions(distinct)
         } else {
-            parents = try await head().map { [$0] } ?? []
+            parents = heads.first.map { [$0] } ?? []
         }
         let baseRoot = parents.first?.root ?? Store.emptyRoot.hash
         let source = makeSource()
@@ -48,7 +56,7 @@ extension Store {
         var objects = blobs + source.newObjects(reachableFrom: root)
         if root == Store.emptyRoot.hash { objects.append(Store.emptyRoot) }
         let content = Version.Content(
-            root: root, parents: parents.map(\.id), time: nextTime(after: parents.map(\.time)),
+            root: root, parents: parents.map(\.id), time: nextTime(after: (parents + heads).map(\.time)),
             replica: configuration.replica, message: message, recordCount: recordCount)
         let bytes = content.encoded()
         let id = Hash.of(bytes)
