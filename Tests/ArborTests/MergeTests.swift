@@ -131,8 +131,9 @@ import Testing
             // A key neither side changed is not known from the diffs: nothing is given.
             #expect(state.payloads(of: keys + [RecordKey(type: "Item", id: "b")]).isEmpty)
             for (side, head) in [(ancestry.oursOnly, ours), (ancestry.theirsOnly, theirs)] {
-                let seeded = try await store.changeStamps(of: keys, in: side, head: head, source: store.makeSource(), known: known)
-                let lookedUp = try await store.changeStamps(of: keys, in: side, head: head, source: store.makeSource())
+                let wanted = Dictionary(uniqueKeysWithValues: keys.map { ($0, Set<String?>([nil, "v"])) })
+                let seeded = try await store.changeStamps(of: wanted, in: side, head: head, source: store.makeSource(), known: known)
+                let lookedUp = try await store.changeStamps(of: wanted, in: side, head: head, source: store.makeSource())
                 #expect(seeded == lookedUp)
                 #expect(seeded.count == keys.count)
             }
@@ -369,6 +370,35 @@ import Testing
         let (version, _) = try merged(try await ahead.merge(a1.id, b1.id, strategy: .mostRecent))
         #expect(try await ahead.value(Task.self, id: "t", at: version.id)?.title == "behind")
         #expect(try await behind.merge(b1.id, a1.id, strategy: .mostRecent).version?.id == version.id)
+    }
+
+    /// Most-recent goes by each property's last change, not its record's: one side changes
+    /// `title` and later `done`, the other changes `title` between the two; the other's `title`
+    /// is the newer one. Across a merge commit too, which takes each property from a parent and
+    /// changes none of them, though its record differs from both.
+    @Test(arguments: AdapterKind.allCases) func mostRecentGoesByThePropertysLastChange(kind: AdapterKind) async throws {
+        try await withStore(kind, strategy: .mostRecent) { store in
+            let root = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)) }
+            let oursTitle = try await store.change(on: root) { try $0.save(Task(id: "t", title: "ours", done: false)) }
+            let theirs = try await store.change(on: root) { try $0.save(Task(id: "t", title: "theirs", done: false)) }
+            let oursDone = try await store.change(on: oursTitle) { try $0.save(Task(id: "t", title: "ours", done: true)) }
+            for (a, b) in [(oursDone, theirs), (theirs, oursDone)] {
+                let (version, _) = try merged(try await store.merge(a.id, b.id))
+                #expect(try await store.value(Task.self, id: "t", at: version.id) == Task(id: "t", title: "theirs", done: true))
+            }
+
+            // Heads h1 (title, oldest) and h2 (done) merge first; h3 (title, newer than h1's)
+            // and h4 (another record) merge next. The merge of h1 and h2 changed no title.
+            let base = try await store.change(on: nil) { try $0.save(Task(id: "x", title: "base", done: false)) }
+            let h1 = try await store.change(on: base) { try $0.save(Task(id: "x", title: "first", done: false)) }
+            let h3 = try await store.change(on: base) { try $0.save(Task(id: "x", title: "second", done: false)) }
+            let h2 = try await store.change(on: base) { try $0.save(Task(id: "x", title: "base", done: true)) }
+            let h4 = try await store.change(on: base) { try $0.save(Person(id: "p", name: "p")) }
+            let (m12, _) = try merged(try await store.merge(h1.id, h2.id))
+            let (m34, _) = try merged(try await store.merge(h3.id, h4.id))
+            let (final, _) = try merged(try await store.merge(m12.id, m34.id))
+            #expect(try await store.value(Task.self, id: "x", at: final.id) == Task(id: "x", title: "second", done: true))
+        }
     }
 
     /// A replica whose clock runs behind edits a value it read at an older version, as

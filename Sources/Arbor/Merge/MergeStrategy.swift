@@ -4,9 +4,10 @@
 /// Every strategy but ``manual`` makes a merge commit; ``manual`` makes none and hands the
 /// conflicts back as data. A type can override the strategy with ``MergeResolvers``.
 public enum MergeStrategy: String, Sendable, CaseIterable {
-    /// The side whose change is newer wins, per record, by the commit time (a hybrid logical
-    /// clock) of the newest version on that side that changed the record. Ties are broken by
-    /// the version hash, then by the values, so both directions of a merge agree.
+    /// The side whose change is newer wins, per property, by the commit time (a hybrid logical
+    /// clock) of the newest version on that side that changed that property (for a record
+    /// deleted on one side, that changed or deleted the record). Ties are broken by the version
+    /// hash, then by the values, so both directions of a merge agree.
     case mostRecent = "most-recent"
     /// The first version given to ``Store/merge(_:_:strategy:)`` wins; in
     /// ``Store/sync(with:strategy:progress:)``, the side of the store that syncs. Among heads

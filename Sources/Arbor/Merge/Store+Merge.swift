@@ -164,14 +164,17 @@ extension Store {
         }
         if !manual.isEmpty { return .conflicts(manual.sorted(by: MergeConflict.canonicalOrder)) }
         if !recent.isEmpty {
-            let keys = recent.map(\.merge.key)
+            // Each conflict goes to the side that made its change last: a property's change, or
+            // for a record deleted on one side the record's.
+            let wanted = Dictionary(recent.map { ($0.merge.key, Set($0.result.conflicts.map(\.property))) }, uniquingKeysWith: { $0.union($1) })
             // What the keys hold at the base and at both heads is known from the diffs.
-            let known = state.payloads(of: keys)
-            let oursTimes = try await changeStamps(of: keys, in: ancestry.oursOnly, head: ours, source: source, known: known)
-            let theirsTimes = try await changeStamps(of: keys, in: ancestry.theirsOnly, head: theirs, source: source, known: known)
+            let known = state.payloads(of: Array(wanted.keys))
+            let oursTimes = try await changeStamps(of: wanted, in: ancestry.oursOnly, head: ours, source: source, known: known)
+            let theirsTimes = try await changeStamps(of: wanted, in: ancestry.theirsOnly, head: theirs, source: source, known: known)
             for (recordMerge, result) in recent {
-                let (o, t) = (oursTimes[recordMerge.key]!, theirsTimes[recordMerge.key]!)
+                let (oursStamps, theirsStamps) = (oursTimes[recordMerge.key] ?? [:], theirsTimes[recordMerge.key] ?? [:])
                 state.merged[recordMerge.key] = .some(recordMerge.settle(result) { conflict in
+                    let (o, t) = (oursStamps[conflict.property]!, theirsStamps[conflict.property]!)
                     if o != t { return o > t ? .ours : .theirs }
                     return Self.valueOrder(conflict.theirs, conflict.ours) ? .ours : .theirs
                 })
@@ -240,18 +243,24 @@ extension Store {
         }
     }
 
-    /// When each record of `keys` last changed on one side: the time and id of the newest of
-    /// `versions` (that side's own versions, newest first) whose record differs from every one
-    /// of its parents; `head`'s if none does. `known` gives, for some roots, the payload of
-    /// every one of `keys` the root holds: those roots are not looked up.
+    /// When each of `wanted` last changed on one side: for a record's name `nil`, the time and
+    /// id of the newest of `versions` (that side's own versions, newest first) whose record
+    /// differs from every one of its parents; for a property's name, the newest whose value of
+    /// that property does (a merge commit that took the property from a parent did not change
+    /// it, though its record differs from both). `head`'s where none does. `known` gives, for
+    /// some roots, the payload of every wanted record the root holds: those roots are not
+    /// looked up.
     ///
-    /// - Complexity: O(c log n) node reads per version walked, for `c` keys, but for the roots known.
+    /// - Complexity: O(c log n) node reads per version walked, for `c` records, but for the
+    ///   roots known; records are decoded only at the versions that change them.
     func changeStamps(
-        of keys: [RecordKey], in versions: [Version], head: Version, source: NodeSource, known: [Hash: [[UInt8]: IndexPayload]] = [:]
-    ) async throws -> [RecordKey: ChangeStamp] {
-        let keyBytes = Set(keys.map(\.indexBytes)).sorted { compareKeys($0, $1) < 0 }
-        var pending = Dictionary(keys.map { ($0.indexBytes, $0) }, uniquingKeysWith: { a, _ in a })
-        var result = [RecordKey: ChangeStamp]()
+        of wanted: [RecordKey: Set<String?>], in versions: [Version], head: Version, source: NodeSource,
+        known: [Hash: [[UInt8]: IndexPayload]] = [:]
+    ) async throws -> [RecordKey: [String?: ChangeStamp]] {
+        let keyBytes = Set(wanted.keys.map(\.indexBytes)).sorted { compareKeys($0, $1) < 0 }
+        var pending = [[UInt8]: (key: RecordKey, parts: Set<String?>)]()
+        for (key, parts) in wanted where !parts.isEmpty { pending[key.indexBytes] = (key, parts) }
+        var result = [RecordKey: [String?: ChangeStamp]]()
         var atRoot = known
         func payloads(_ root: Hash) async throws -> [[UInt8]: IndexPayload] {
             if let known = atRoot[root] { return known }
@@ -263,15 +272,35 @@ extension Store {
             let here = try await payloads(version.root)
             var parentPayloads = [[[UInt8]: IndexPayload]]()
             for parent in try await self.versions(version.parents) { parentPayloads.append(try await payloads(parent.root)) }
-            for (bytes, key) in pending {
-                let changed = parentPayloads.isEmpty ? here[bytes] != nil : parentPayloads.allSatisfy { $0[bytes] != here[bytes] }
-                if changed {
-                    result[key] = ChangeStamp(time: version.time, id: version.id)
-                    pending[bytes] = nil
+            let stamp = ChangeStamp(time: version.time, id: version.id)
+            // The records this version changes, stamped whole; their properties are decoded next.
+            var changed = [(bytes: [UInt8], key: RecordKey)]()
+            for (bytes, entry) in pending where parentPayloads.isEmpty ? here[bytes] != nil : parentPayloads.allSatisfy({ $0[bytes] != here[bytes] }) {
+                if entry.parts.contains(nil) {
+                    result[entry.key, default: [:]][String?.none] = stamp
+                    pending[bytes]?.parts.remove(nil)
                 }
+                if pending[bytes]?.parts.isEmpty == true { pending[bytes] = nil } else { changed.append((bytes, entry.key)) }
+            }
+            guard !changed.isEmpty else { continue }
+            let sides = [here] + parentPayloads
+            let blobHashes = changed.flatMap { item in sides.compactMap { if case .blob(let hash)? = $0[item.bytes] { hash } else { nil } } }
+            let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: backend)
+            for (bytes, key) in changed {
+                let properties = try sides.map { side in
+                    try side[bytes].map { try decodeRecord(try recordBytes($0, of: key, blobs: blobs), of: key).properties } ?? [:]
+                }
+                let (now, before) = (properties[0], properties.dropFirst())
+                for case let name? in pending[bytes]?.parts ?? [] where before.isEmpty ? now[name] != nil : before.allSatisfy({ $0[name] != now[name] }) {
+                    result[key, default: [:]][name] = stamp
+                    pending[bytes]?.parts.remove(name)
+                }
+                if pending[bytes]?.parts.isEmpty == true { pending[bytes] = nil }
             }
         }
-        for key in pending.values { result[key] = ChangeStamp(time: head.time, id: head.id) }
+        for (key, parts) in pending.values {
+            for part in parts { result[key, default: [:]][part] = ChangeStamp(time: head.time, id: head.id) }
+        }
         return result
     }
 }

@@ -26,7 +26,7 @@ extension Store {
         }
     }
 
-    private func recordBytes(_ payload: IndexPayload, of key: RecordKey, blobs: [Hash: [UInt8]]) throws -> [UInt8] {
+    func recordBytes(_ payload: IndexPayload, of key: RecordKey, blobs: [Hash: [UInt8]]) throws -> [UInt8] {
         try naming(key) {
             switch payload {
             case .inline(let bytes): return bytes
