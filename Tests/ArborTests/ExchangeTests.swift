@@ -160,6 +160,24 @@ import Testing
         }
     }
 
+    /// Large records are read a few megabytes at a time however many there are: a group of
+    /// leaves can name thousands, of up to 256 MiB each, and they used to be read all at once.
+    @Test func largeRecordsAreReadInRequestsOfBoundedSize() async throws {
+        let source = LargestReadBackend(MemoryBackend())
+        let store = Store(backend: source)
+        let size = 1 << 20
+        var changes = ChangeSet()
+        for index in 0..<40 { try changes.save(Attachment(id: "large \(index)", data: Data(repeating: UInt8(index), count: size))) }
+        try await store.commit(changes)
+        source.reset()
+        let target = Store(backend: MemoryBackend())
+        let report = try await store.exchange(to: target)
+        #expect(report.objects > 40)
+        #expect(source.largestRead > size)
+        #expect(source.largestRead <= BlobRequestSizer.byteBudget + size + 1_024)
+        #expect(try await target.values(Attachment.self) == store.values(Attachment.self))
+    }
+
     @Test func verificationCatchesMissingAndForeignObjects() async throws {
         try await withStores(.memory, .memory) { stores in
             let (source, target) = (stores[0], stores[1])

@@ -35,6 +35,24 @@ final class CountingBackend: ForwardingBackend {
     }
 }
 
+/// A backend wrapper that keeps the most bytes one `get` returned.
+final class LargestReadBackend: ForwardingBackend {
+    let inner: any Backend
+    private let largest = Mutex(0)
+
+    init(_ inner: any Backend) { self.inner = inner }
+
+    var largestRead: Int { largest.withLock { $0 } }
+    func reset() { largest.withLock { $0 = 0 } }
+
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        let objects = try await inner.get(hashes)
+        let bytes = objects.values.reduce(0) { $0 + $1.count }
+        largest.withLock { $0 = max($0, bytes) }
+        return objects
+    }
+}
+
 /// Checks, on every put, that each object's names (an index node's children and blobs, a
 /// commit's root and parents, a heads object's heads) are stored already or come earlier in the
 /// same batch: the order every writer must keep, so that a store never holds an object without

@@ -27,6 +27,8 @@ final class Transfer {
 
     /// At most this many hashes go into one request.
     static let requestSize = 1_000
+    /// How many large records to read at once, from the sizes read so far.
+    private var blobRequests = BlobRequestSizer()
 
     /// A transfer that writes batches of `batchSize` objects, or as many as the target prefers
     /// (``Backend/writeBatchLimit``) when `nil`, within the target's limit in bytes.
@@ -434,9 +436,10 @@ final class Transfer {
             }
         }
         for piece in pieces { register(piece.wanted) }
-        if !blobs.isEmpty {
-            let fetched = try await fetch(blobs)
-            for blob in blobs {
+        // Each request's blobs go to the writer before the next is read: a group of leaves may
+        // name thousands of them, of up to 256 MiB each.
+        try await blobRequests.inRequests(blobs, fetch: fetch) { request, fetched in
+            for blob in request {
                 let bytes = fetched[blob] ?? []
                 _ = try links(of: blob, bytes, expecting: .blob)
                 try await writer.add(blob, bytes)

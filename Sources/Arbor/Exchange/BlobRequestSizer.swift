@@ -1,0 +1,43 @@
+/// How many large records (blobs) to read in one request, so that a request holds about
+/// ``byteBudget`` bytes whatever their sizes: a blob holds anything from 1 KiB to 256 MiB, and
+/// a request sized by count alone (a thousand) could need hundreds of gigabytes.
+///
+/// Sizes are known only once read, so the first request asks for one blob, and each later one
+/// for as many as the budget holds of the largest read so far.
+struct BlobRequestSizer {
+    /// About the bytes one request may hold (a single blob may be larger).
+    static let byteBudget = 16 << 20
+
+    private let maximumCount: Int
+    private var largest = 0
+
+    init(maximumCount: Int = Transfer.requestSize) {
+        self.maximumCount = max(1, maximumCount)
+    }
+
+    /// How many blobs the next request asks for.
+    var count: Int {
+        largest == 0 ? 1 : max(1, min(maximumCount, Self.byteBudget / largest))
+    }
+
+    /// Takes the sizes of blobs just read into account.
+    mutating func read(_ sizes: some Sequence<Int>) {
+        largest = sizes.reduce(largest, max)
+    }
+
+    /// `hashes` in requests of ``count`` blobs, each handed to `body` with what `fetch` read,
+    /// before the next is read: at most one request's bytes are held at a time (and what
+    /// `body` keeps).
+    mutating func inRequests(
+        _ hashes: [Hash], fetch: ([Hash]) async throws -> [Hash: [UInt8]], _ body: ([Hash], [Hash: [UInt8]]) async throws -> Void
+    ) async throws {
+        var remaining = hashes[...]
+        while !remaining.isEmpty {
+            let request = Array(remaining.prefix(count))
+            remaining = remaining.dropFirst(request.count)
+            let fetched = try await fetch(request)
+            read(fetched.values.lazy.map(\.count))
+            try await body(request, fetched)
+        }
+    }
+}
