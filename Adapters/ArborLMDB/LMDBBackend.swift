@@ -330,7 +330,10 @@ public final class LMDBBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
-        try await enumerateObjects(batchSize: batchSize) { objects in try await body(objects.map(\.hash)) }
+        // Keys only: verify and gc list every hash of stores of gigabytes.
+        try await scanObjects(batchSize: batchSize, values: false) { entries in
+            try await body(try entries.map { try hash($0.key, "the objects database has a key that", "enumerate") })
+        }
     }
 
     /// Every object with its bytes, in hash order, in batches of at most `batchSize`; each
@@ -338,14 +341,22 @@ public final class LMDBBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        try await scanObjects(batchSize: batchSize, values: true) { entries in
+            try await body(try entries.map { (try hash($0.key, "the objects database has a key that", "enumerate"), $0.value) })
+        }
+    }
+
+    /// The objects database's entries in key order, in batches of at most `batchSize`, each read
+    /// in its own read transaction; `body` runs outside it. Values are read when `values` is true.
+    private func scanObjects(batchSize: Int, values: Bool, _ body: ([(key: [UInt8], value: [UInt8])]) async throws -> Void) async throws {
         let limit = max(batchSize, 1)
         var after: [UInt8]? = nil
         let objects = environment.objects
         while true {
             try checkOpen("enumerate")
-            let entries = try environment.read("enumerate") { [after] txn in try txn.scan(objects, after: after, limit: limit) }
+            let entries = try environment.read("enumerate") { [after] txn in try txn.scan(objects, after: after, limit: limit, values: values) }
             if entries.isEmpty { return }
-            try await body(try entries.map { (try hash($0.key, "the objects database has a key that", "enumerate"), $0.value) })
+            try await body(entries)
             if entries.count < limit { return }
             after = entries.last?.key
         }

@@ -702,7 +702,10 @@ final class LMDBTransaction {
     }
 
     /// Up to `limit` entries in key order, starting after `after` (from the first without it).
-    func scan(_ dbi: MDB_dbi, after: [UInt8]?, limit: Int) throws(LMDBFailure) -> [(key: [UInt8], value: [UInt8])] {
+    /// Up to `limit` entries of `dbi` in key order, from the first key past `after`; with
+    /// `values` false, each value is left unread (empty), not copied out of the map: a listing of
+    /// keys then touches no value's pages but the first of a large one.
+    func scan(_ dbi: MDB_dbi, after: [UInt8]?, limit: Int, values: Bool = true) throws(LMDBFailure) -> [(key: [UInt8], value: [UInt8])] {
         var cursor: OpaquePointer?
         try check("mdb_cursor_open", mdb_cursor_open(txn, dbi, &cursor))
         guard let cursor else { throw LMDBFailure(call: "mdb_cursor_open", code: EINVAL) }
@@ -725,7 +728,7 @@ final class LMDBTransaction {
         }
         start = []
         while code == 0 && result.count < limit {
-            result.append(([UInt8](try buffer(key, "mdb_cursor_get")), [UInt8](try buffer(data, "mdb_cursor_get"))))
+            result.append(([UInt8](try buffer(key, "mdb_cursor_get")), values ? [UInt8](try buffer(data, "mdb_cursor_get")) : []))
             code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
         }
         if code != 0 && code != MDB_NOTFOUND { try check("mdb_cursor_get", code) }
