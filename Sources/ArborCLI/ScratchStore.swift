@@ -14,12 +14,23 @@ struct ScratchStore: Sendable {
         do { backend = try openBackend(location, create: false) } catch let error as ArborError where error.code == .notFound {
             backend = try openBackend(location, create: true)
         }
-        let (refs, objects) = try await Self.contents(of: backend)
+        // One hash is enough to refuse: a store of millions given by mistake is not listed.
+        var refs = [String: Hash]()
+        var holdsObjects = false
+        do {
+            refs = try await backend.refs()
+            try await backend.enumerateHashes(batchSize: 1) { if !$0.isEmpty { throw FoundAnObject() } }
+        } catch is FoundAnObject {
+            holdsObjects = true
+        } catch {
+            try? await backend.close()
+            throw error
+        }
         try await backend.close()
-        guard refs.isEmpty && objects.isEmpty else {
+        guard refs.isEmpty && !holdsObjects else {
             throw ArborError(.invalidInput, """
-                the store at \(location) is not empty (\(objects.count) objects, \(refs.count) refs): the conformance suite \
-                fills and wipes its stores; give it a new or empty scratch store
+                the store at \(location) is not empty (it holds \(holdsObjects ? "objects" : "no objects") and \(refs.count) refs): \
+                the conformance suite fills and wipes its stores; give it a new or empty scratch store
                 """)
         }
     }
@@ -56,3 +67,6 @@ struct ScratchStore: Sendable {
         (try await backend.refs(), Array(try await backend.allHashes()))
     }
 }
+
+/// Stops a listing of hashes at its first.
+private struct FoundAnObject: Error {}

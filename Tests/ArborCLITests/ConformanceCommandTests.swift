@@ -134,6 +134,18 @@ import Testing
             #expect(output.isEmpty)
             #expect(try await contents(url).refs == 1, "the store is left as it was")
         }
+        // Objects without refs (an interrupted exchange's) are refused too.
+        try await withJSONStore { url in
+            let backend = try openBackend(try StoreLocation(parsing: url), create: false)
+            try await backend.put([(Hash.of([1, 2, 3]), [1, 2, 3])])
+            try await backend.close()
+            let command = try #require(try ArborCommand.parseAsRoot(["conformance", url]) as? ConformanceCommand)
+            var output = ""
+            await #expect { _ = try await command.execute(&output) } throws: { error in
+                "\(error)".contains("is not empty (it holds objects and 0 refs)")
+            }
+            #expect(try await contents(url) == (1, 0))
+        }
     }
 
     @Test func unknownCasesAndUnreachableServersFailWithoutShowingPasswords() async throws {
