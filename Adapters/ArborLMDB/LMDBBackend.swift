@@ -336,8 +336,9 @@ public final class LMDBBackend: Backend, InPlaceReading {
         }
     }
 
-    /// Every object with its bytes, in hash order, in batches of at most `batchSize`; each
-    /// batch is read in its own read transaction and `body` runs outside it.
+    /// Every object with its bytes, in hash order, in batches of at most `batchSize` (ended
+    /// early once they hold ``enumerationBatchBytes``); each batch is read in its own read
+    /// transaction and `body` runs outside it.
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
@@ -354,10 +355,13 @@ public final class LMDBBackend: Backend, InPlaceReading {
         let objects = environment.objects
         while true {
             try checkOpen("enumerate")
-            let entries = try environment.read("enumerate") { [after] txn in try txn.scan(objects, after: after, limit: limit, values: values) }
+            let entries = try environment.read("enumerate") { [after] txn in
+                try txn.scan(objects, after: after, limit: limit, values: values, byteLimit: enumerationBatchBytes)
+            }
             if entries.isEmpty { return }
             try await body(entries)
-            if entries.count < limit { return }
+            // A batch ended by its bytes may have more after it.
+            if entries.count < limit && entries.reduce(0, { $0 + $1.value.count }) < enumerationBatchBytes { return }
             after = entries.last?.key
         }
     }

@@ -702,10 +702,13 @@ final class LMDBTransaction {
     }
 
     /// Up to `limit` entries in key order, starting after `after` (from the first without it).
-    /// Up to `limit` entries of `dbi` in key order, from the first key past `after`; with
-    /// `values` false, each value is left unread (empty), not copied out of the map: a listing of
-    /// keys then touches no value's pages but the first of a large one.
-    func scan(_ dbi: MDB_dbi, after: [UInt8]?, limit: Int, values: Bool = true) throws(LMDBFailure) -> [(key: [UInt8], value: [UInt8])] {
+    /// Up to `limit` entries of `dbi` in key order, from the first key past `after`, ending
+    /// early once the values copied reach `byteLimit`; with `values` false, each value is left
+    /// unread (empty), not copied out of the map: a listing of keys then touches no value's
+    /// pages but the first of a large one.
+    func scan(
+        _ dbi: MDB_dbi, after: [UInt8]?, limit: Int, values: Bool = true, byteLimit: Int = .max
+    ) throws(LMDBFailure) -> [(key: [UInt8], value: [UInt8])] {
         var cursor: OpaquePointer?
         try check("mdb_cursor_open", mdb_cursor_open(txn, dbi, &cursor))
         guard let cursor else { throw LMDBFailure(call: "mdb_cursor_open", code: EINVAL) }
@@ -727,8 +730,10 @@ final class LMDBTransaction {
             code = mdb_cursor_get(cursor, &key, &data, MDB_FIRST)
         }
         start = []
-        while code == 0 && result.count < limit {
+        var size = 0
+        while code == 0 && result.count < limit && size < byteLimit {
             result.append(([UInt8](try buffer(key, "mdb_cursor_get")), values ? [UInt8](try buffer(data, "mdb_cursor_get")) : []))
+            size += result[result.count - 1].value.count
             code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
         }
         if code != 0 && code != MDB_NOTFOUND { try check("mdb_cursor_get", code) }

@@ -488,56 +488,65 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         let limit = max(batchSize, 1)
         var after: Hash? = nil
         while true {
-            let batch: [Hash] = try await onWriter("enumerate") { [after] db in
-                try self.page(of: db, columns: "hash", after: after, limit: limit) { hash, _ in hash }
+            let (batch, more) = try await onWriter("enumerate") { [after] db in
+                try self.page(of: db, columns: "hash", after: after, limit: limit) { hash, _ in (hash, 0) }
             }
             if batch.isEmpty { return }
             try await body(batch)
-            if batch.count < limit { return }
+            if !more { return }
             after = batch.last
         }
     }
 
-    /// Every object with its bytes, in hash order, in batches of at most `batchSize`: one
-    /// statement per batch on a reading connection (commits go on meanwhile), and `body` runs
-    /// without it.
+    /// Every object with its bytes, in hash order, in batches of at most `batchSize` (ended
+    /// early once they hold ``enumerationBatchBytes``): one statement per batch on a reading
+    /// connection (commits go on meanwhile), and `body` runs without it.
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
         let limit = max(batchSize, 1)
         var after: Hash? = nil
         while true {
-            let batch = try withReader("enumerate") { db in
-                try page(of: db, columns: "hash, bytes", after: after, limit: limit) { hash, statement in (hash: hash, bytes: statement.bytes(1)) }
+            let (batch, more) = try withReader("enumerate") { db in
+                try page(of: db, columns: "hash, bytes", after: after, limit: limit) { hash, statement in
+                    let bytes = statement.bytes(1)
+                    return ((hash: hash, bytes: bytes), bytes.count)
+                }
             }
             if batch.isEmpty { return }
             try await body(batch)
-            if batch.count < limit { return }
+            if !more { return }
             after = batch.last?.hash
         }
     }
 
     /// Up to `limit` rows of the objects table after `after`, in hash order, selecting `columns`
-    /// (the hash first); `row` makes each row's result from its hash and the statement.
+    /// (the hash first), and whether more may follow; `row` makes each row's result and its size
+    /// in bytes from its hash and the statement. The rows end early once their sizes reach
+    /// ``enumerationBatchBytes``.
     private func page<Row>(
-        of db: SQLiteConnection, columns: String, after: Hash?, limit: Int, _ row: (Hash, SQLiteStatement) throws -> Row
-    ) throws -> [Row] {
+        of db: SQLiteConnection, columns: String, after: Hash?, limit: Int, _ row: (Hash, SQLiteStatement) throws -> (Row, Int)
+    ) throws -> (rows: [Row], more: Bool) {
         var rows = [Row]()
+        var size = 0
         let sql = after == nil
             ? "SELECT \(columns) FROM objects ORDER BY hash LIMIT ?2"
             : "SELECT \(columns) FROM objects WHERE hash > ?1 ORDER BY hash LIMIT ?2"
-        try db.withStatement(sql) { statement in
+        return try db.withStatement(sql) { statement in
             if let after { try statement.bind(after, at: 1) }
             try statement.bind(limit, at: 2)
             while try statement.step() {
-                let bytes = statement.bytes(0)
-                guard let hash = Hash(bytes: bytes) else {
-                    throw ArborError(.corruptObject, "\(configuration.path): the objects table holds a key of \(bytes.count) bytes, not a hash", backend: engineName, operation: "enumerate")
+                let key = statement.bytes(0)
+                guard let hash = Hash(bytes: key) else {
+                    throw ArborError(.corruptObject, "\(configuration.path): the objects table holds a key of \(key.count) bytes, not a hash", backend: engineName, operation: "enumerate")
                 }
-                rows.append(try row(hash, statement))
+                let (result, bytes) = try row(hash, statement)
+                rows.append(result)
+                size += bytes
+                if size >= enumerationBatchBytes { return (rows, true) }
             }
+            return (rows, rows.count == limit)
         }
-        return rows
     }
 
     /// Removes objects (for garbage collection only), in one write transaction.

@@ -52,6 +52,10 @@ public protocol Backend: Sendable {
     /// in the order it keeps them, in one request. The default does exactly those two calls.
     /// The caller checks every object against its hash, as for `get`.
     ///
+    /// An engine may end a batch before `batchSize` objects to bound the bytes it holds (the
+    /// SQLite and LMDB adapters end one once it reaches ``enumerationBatchBytes``): a short
+    /// batch is not the last.
+    ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws
 
@@ -108,6 +112,10 @@ public struct WriteBatchLimit: Sendable, Hashable {
     /// batches of 2,000 on SQLite and LMDB, for about 35 MB more memory.
     public static let standard = WriteBatchLimit(objects: 4_000, bytes: 16 << 20)
 }
+
+/// The bytes at which an adapter may end a batch of ``Backend/enumerateObjects(batchSize:_:)``
+/// early: records of up to 256 MiB make a batch of a thousand objects unbounded otherwise.
+public let enumerationBatchBytes = 16 << 20
 
 extension Backend {
     /// ``WriteBatchLimit/standard``.

@@ -29,6 +29,32 @@ import Testing
         #expect(try await backend.allHashes() == Set(objects.dropFirst(100).map(\.hash)))
     }
 
+    /// SQLite and LMDB end a batch of objects once it holds 16 MB, however many it may hold: a
+    /// migration's verification reads thousands of large records a batch, two batches at once.
+    /// The listing still gives every object once.
+    @Test(arguments: [AdapterKind.sqlite, .lmdb]) func enumerationBatchesAreBoundedInBytes(kind: AdapterKind) async throws {
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let size = 1 << 20
+        let objects = (0..<40).map { index in
+            let bytes = [UInt8](repeating: UInt8(index), count: size)
+            return (hash: Hash.of(bytes), bytes: bytes)
+        }
+        try await backend.put(objects)
+        var listed = [Hash]()
+        var largestBatch = 0
+        try await backend.enumerateObjects(batchSize: 1_000) { batch in
+            listed += batch.map(\.hash)
+            largestBatch = max(largestBatch, batch.reduce(0) { $0 + $1.bytes.count })
+        }
+        #expect(listed.sorted() == objects.map(\.hash).sorted())
+        #expect(largestBatch > size && largestBatch <= enumerationBatchBytes + size)
+        var hashes = [Hash]()
+        try await backend.enumerateHashes(batchSize: 7) { hashes += $0 }
+        #expect(hashes.sorted() == objects.map(\.hash).sorted())
+        try await backend.close()
+    }
+
     @Test(arguments: AdapterKind.allCases) func refsChangeOnlyByCompareAndSwap(kind: AdapterKind) async throws {
         let (backend, cleanup) = try makeBackend(kind)
         defer { cleanup() }
