@@ -56,7 +56,8 @@ extension Store {
     ///
     /// - Complexity: O(v log n) node reads for the `v` versions of history walked, in
     ///   O(v / 1,024 × log n) batches (round trips on remote engines): the whole history, or with
-    ///   `limit`, until that many changes are found.
+    ///   `limit`, until that many changes are found. Memory for the changes found and the
+    ///   versions ``log(from:limit:batchSize:_:)`` holds.
     public func history(of key: RecordKey, from heads: [Hash]? = nil, limit: Int = .max) async throws -> [Version] {
         guard limit > 0 else { return [] }
         struct Enough: Error {}
@@ -81,6 +82,12 @@ extension Store {
                     if changed { result.append(version) }
                 }
                 if result.count >= limit { throw Enough() }
+                // A version comes after every version that builds on it: once listed, its root
+                // and payload are needed no more (unless a version still to come shares the
+                // root), so a walk of millions of versions holds only those it has yet to list.
+                for version in chunk { rootOf[version.id] = nil }
+                let stillNeeded = Set(rootOf.values)
+                for version in chunk where !stillNeeded.contains(version.root) { payloadAtRoot[version.root] = nil }
             }
         } catch is Enough {}
         return Array(result.prefix(limit))
