@@ -165,6 +165,28 @@ import Testing
         }
     }
 
+    /// The same record stored in a blob on one side (by another writer) and inline on the other
+    /// merges to one commit in both directions: the merge writes it as Arbor stores it.
+    @Test func aRecordStoredOtherwiseMergesAlikeBothWays() async throws {
+        try await withStore(.memory) { store in
+            let base = try await store.change(on: nil) { try $0.save(item("a", ["v": .int(0)])) }
+            let key = RecordKey(type: "Item", id: "a")
+            let blob = Blob.encode(record: RecordCoding.encode(["v": .int(0)]))
+            let source = store.makeSource()
+            let root = try await ProllyTree.apply([IndexEdit(key: key.indexBytes, payload: .blob(Hash.of(blob)))], to: base.root, source: source)
+            try await store.backend.put([(Hash.of(blob), blob)] + source.newObjects(reachableFrom: root))
+            let content = Version.Content(root: root, parents: [base.id], time: HybridTime.next(after: [base.time]), replica: "odd", message: "", recordCount: 1)
+            let bytes = content.encoded()
+            try await store.backend.put([(Hash.of(bytes), bytes)])
+            let odd = Version(id: Hash.of(bytes), content: content)
+            let other = try await store.change(on: base, "other") { try $0.save(item("b", ["v": .int(1)])) }
+            let (one, _) = try merged(try await store.merge(odd.id, other.id, strategy: .mostRecent))
+            let (two, _) = try merged(try await store.merge(other.id, odd.id, strategy: .mostRecent))
+            #expect(one.id == two.id)
+            #expect(try await store.record(key, at: one.id)?.properties["v"] == .int(0))
+        }
+    }
+
     @Test func sameRecordInsertedOnBothSides() async throws {
         try await withStore(.memory) { store in
             let root = try await store.change(on: nil) { try $0.save(item("other", [:])) }

@@ -153,8 +153,11 @@ struct MergeState {
         var edits = [IndexEdit]()
         for (key, record) in merged {
             let bytes = record.map { RecordCoding.encode($0.properties) }
-            // Records are equal when their bytes are (a change of a name's Unicode form alone is one).
-            if case .some(let held) = inOurs[key], held == bytes { continue }
+            // Records are equal when their bytes are (a change of a name's Unicode form alone is
+            // one). Ours' entry stays, unless some record was stored otherwise than Arbor stores
+            // it (a small one in a blob): then it is written again as Arbor stores it, or the
+            // two directions of a merge would keep different forms and differ.
+            if payloadsFollowBytes, case .some(let held) = inOurs[key], held == bytes { continue }
             guard let bytes else {
                 edits.append(IndexEdit(key: key.indexBytes, payload: nil))
                 continue
