@@ -140,21 +140,30 @@ import Testing
         }
     }
 
+    /// A version made by hand, on `parents`, with the records of `version` but `key`, small,
+    /// stored in a blob (as Arbor never stores it).
+    func storingInABlob(_ key: RecordKey, of version: Version, parents: [Version], in store: Store) async throws -> Version {
+        let record = try #require(try await store.record(key, at: version.id))
+        let blob = Blob.encode(record: RecordCoding.encode(record.properties))
+        let source = store.makeSource()
+        let root = try await ProllyTree.apply([IndexEdit(key: key.indexBytes, payload: .blob(Hash.of(blob)))], to: version.root, source: source)
+        try await store.backend.put([(Hash.of(blob), blob)] + source.newObjects(reachableFrom: root))
+        let content = Version.Content(
+            root: root, parents: parents.map(\.id), time: HybridTime.next(after: parents.map(\.time), now: Date(timeIntervalSince1970: 0.001)),
+            replica: "odd", message: "", recordCount: version.recordCount)
+        let bytes = content.encoded()
+        try await store.backend.put([(Hash.of(bytes), bytes)])
+        return Version(id: Hash.of(bytes), content: content)
+    }
+
     /// A record stored otherwise than Arbor stores it (a small one in a blob) is merged, but
     /// its payloads are not made again from its bytes: they are looked up.
     @Test func aRecordStoredOtherwiseIsNotSecondGuessed() async throws {
         try await withStore(.memory) { store in
             let base = try await store.change(on: nil) { try $0.save(item("a", ["v": .int(0)])) }
-            // A version whose record `a`, small, is stored in a blob, made by hand.
             let key = RecordKey(type: "Item", id: "a")
-            let blob = Blob.encode(record: RecordCoding.encode(["v": .int(0)]))
-            let source = store.makeSource()
-            let root = try await ProllyTree.apply([IndexEdit(key: key.indexBytes, payload: .blob(Hash.of(blob)))], to: base.root, source: source)
-            try await store.backend.put([(Hash.of(blob), blob)] + source.newObjects(reachableFrom: root))
-            let content = Version.Content(root: root, parents: [], time: HybridTime(milliseconds: 1), replica: "odd", message: "", recordCount: 1)
-            let bytes = content.encoded()
-            try await store.backend.put([(Hash.of(bytes), bytes)])
-            let oddBase = Version(id: Hash.of(bytes), content: content)
+            let oddBase = try await storingInABlob(key, of: base, parents: [], in: store)
+            let root = oddBase.root
             let ours = try await store.change(on: oddBase, "ours") { try $0.save(item("a", ["v": .int(1)])) }
             let theirs = try await store.change(on: oddBase, "theirs") { try $0.save(item("a", ["v": .int(2)])) }
             let state = try await MergeState.load(base: root, ours: ours, theirs: theirs, store: store, source: store.makeSource())
@@ -171,14 +180,7 @@ import Testing
         try await withStore(.memory) { store in
             let base = try await store.change(on: nil) { try $0.save(item("a", ["v": .int(0)])) }
             let key = RecordKey(type: "Item", id: "a")
-            let blob = Blob.encode(record: RecordCoding.encode(["v": .int(0)]))
-            let source = store.makeSource()
-            let root = try await ProllyTree.apply([IndexEdit(key: key.indexBytes, payload: .blob(Hash.of(blob)))], to: base.root, source: source)
-            try await store.backend.put([(Hash.of(blob), blob)] + source.newObjects(reachableFrom: root))
-            let content = Version.Content(root: root, parents: [base.id], time: HybridTime.next(after: [base.time]), replica: "odd", message: "", recordCount: 1)
-            let bytes = content.encoded()
-            try await store.backend.put([(Hash.of(bytes), bytes)])
-            let odd = Version(id: Hash.of(bytes), content: content)
+            let odd = try await storingInABlob(key, of: base, parents: [base], in: store)
             let other = try await store.change(on: base, "other") { try $0.save(item("b", ["v": .int(1)])) }
             let (one, _) = try merged(try await store.merge(odd.id, other.id, strategy: .mostRecent))
             let (two, _) = try merged(try await store.merge(other.id, odd.id, strategy: .mostRecent))
