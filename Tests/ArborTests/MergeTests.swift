@@ -425,6 +425,32 @@ import Testing
         }
     }
 
+    /// In a criss-cross history whose candidates cannot be merged (a type overridden to manual
+    /// conflicts between them), the newest candidate is the base, and ours holds a title that
+    /// the older candidate set: no version of ours alone changed it. Theirs changed it after both
+    /// candidates, and before ours' head was made: theirs' change is the newer.
+    @Test func aValueInheritedFromBelowACrissCrossIsNotStampedWithTheHead() async throws {
+        var resolvers = MergeResolvers()
+        resolvers.register(Person.self, strategy: .manual)
+        try await withStore(.memory, strategy: .mostRecent, resolvers: resolvers) { store in
+            let root = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "root", done: false)); try $0.save(Person(id: "p", name: "root")) }
+            let c1 = try await store.change(on: root) { try $0.save(Task(id: "t", title: "old", done: false)); try $0.save(Person(id: "p", name: "c1")) }
+            let c2 = try await store.change(on: root) { try $0.save(Person(id: "p", name: "c2")) }
+            var note = ChangeSet()
+            try note.save(Note(id: "b", text: "b"))
+            let b = try await store.commit(note, parents: [c2.id, c1.id])
+            let newer = try await store.change(on: b) { try $0.save(Task(id: "t", title: "new", done: false)) }
+            note = ChangeSet()
+            try note.save(Note(id: "a", text: "a"))
+            let a = try await store.commit(note, parents: [c1.id, c2.id])
+            #expect(a.time > newer.time)
+            for (ours, theirs) in [(a, newer), (newer, a)] {
+                let (version, _) = try merged(try await store.merge(ours.id, theirs.id))
+                #expect(try await store.value(Task.self, id: "t", at: version.id)?.title == "new")
+            }
+        }
+    }
+
     /// A replica whose clock runs behind edits a value it read at an older version, as
     /// `save(_:parents:)` advises, after it has received a newer change: its edit is the later
     /// one, and most-recent keeps it, though it builds on a version older than the change.

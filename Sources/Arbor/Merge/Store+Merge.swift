@@ -169,8 +169,8 @@ extension Store {
             let wanted = Dictionary(recent.map { ($0.merge.key, Set($0.result.conflicts.map(\.property))) }, uniquingKeysWith: { $0.union($1) })
             // What the keys hold at the base and at both heads is known from the diffs.
             let known = state.payloads(of: Array(wanted.keys))
-            let oursTimes = try await changeStamps(of: wanted, in: ancestry.oursOnly, head: ours, source: source, known: known)
-            let theirsTimes = try await changeStamps(of: wanted, in: ancestry.theirsOnly, head: theirs, source: source, known: known)
+            let oursTimes = try await changeStamps(of: wanted, in: ancestry.oursOnly, head: ours, inherited: ancestry.ancestor, source: source, known: known)
+            let theirsTimes = try await changeStamps(of: wanted, in: ancestry.theirsOnly, head: theirs, inherited: ancestry.ancestor, source: source, known: known)
             for (recordMerge, result) in recent {
                 let (oursStamps, theirsStamps) = (oursTimes[recordMerge.key] ?? [:], theirsTimes[recordMerge.key] ?? [:])
                 state.merged[recordMerge.key] = .some(recordMerge.settle(result) { conflict in
@@ -247,14 +247,18 @@ extension Store {
     /// id of the newest of `versions` (that side's own versions, newest first) whose record
     /// differs from every one of its parents; for a property's name, the newest whose value of
     /// that property does (a merge commit that took the property from a parent did not change
-    /// it, though its record differs from both). `head`'s where none does. `known` gives, for
-    /// some roots, the payload of every wanted record the root holds: those roots are not
-    /// looked up.
+    /// it, though its record differs from both). Where none does, the side holds what it
+    /// inherited from below the fork (a criss-cross merge's base is then not the version the
+    /// side's value came from): `inherited`'s stamp, the newest common ancestor, an upper bound
+    /// of when that changed (the head's, later than anything on the side, let a value set long
+    /// before the fork beat the other side's newer change); `head`'s without one. `known`
+    /// gives, for some roots, the payload of every wanted record the root holds: those roots
+    /// are not looked up.
     ///
     /// - Complexity: O(c log n) node reads per version walked, for `c` records, but for the
     ///   roots known; records are decoded only at the versions that change them.
     func changeStamps(
-        of wanted: [RecordKey: Set<String?>], in versions: [Version], head: Version, source: NodeSource,
+        of wanted: [RecordKey: Set<String?>], in versions: [Version], head: Version, inherited: Version? = nil, source: NodeSource,
         known: [Hash: [[UInt8]: IndexPayload]] = [:]
     ) async throws -> [RecordKey: [String?: ChangeStamp]] {
         let keyBytes = Set(wanted.keys.map(\.indexBytes)).sorted { compareKeys($0, $1) < 0 }
@@ -298,8 +302,9 @@ extension Store {
                 if pending[bytes]?.parts.isEmpty == true { pending[bytes] = nil }
             }
         }
+        let unchanged = inherited ?? head
         for (key, parts) in pending.values {
-            for part in parts { result[key, default: [:]][part] = ChangeStamp(time: head.time, id: head.id) }
+            for part in parts { result[key, default: [:]][part] = ChangeStamp(time: unchanged.time, id: unchanged.id) }
         }
         return result
     }
