@@ -48,6 +48,17 @@ enum ProllyTree {
     /// bits (``NodeBytes``).
     static let maximumNodeSize = Int(UInt32.max)
 
+    /// Throws ``ArborError/Code/invalidInput`` for a node an edit made that is larger than
+    /// ``maximumNodeSize``: readers would refuse it, so the edit fails before anything is written.
+    static func checkSize(ofNewNode byteCount: Int) throws {
+        guard byteCount > maximumNodeSize else { return }
+        throw ArborError(
+            .invalidInput,
+            "an index node of \(byteCount) bytes would exceed the format's maximum node size of \(maximumNodeSize) bytes (2³² − 1): "
+                + "its entries are a long run of keys none of which is a boundary, and a node ends only at a boundary key "
+                + "(FORMAT.md section 7.1); keys not chosen to avoid boundaries practically never form such a run")
+    }
+
     /// Whether `payload` stores the record whose canonical bytes are `bytes` as
     /// ``payload(forRecord:)`` does: inline up to ``inlineLimit`` bytes, a blob above (a blob's
     /// hash is checked when it is read).
