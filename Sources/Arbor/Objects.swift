@@ -105,9 +105,8 @@ struct IndexNode: Sendable {
     var lastKey: [UInt8]? { entries.last?.key }
     var recordCount: UInt64 { entries.reduce(0) { $0.addingSaturated($1.payload.recordCount) } }
 
-    func encoded() -> [UInt8] {
-        // Sized exactly first, then written through a raw buffer: nodes are encoded on every
-        // commit, and per-byte appends would dominate the cost.
+    /// The number of bytes ``encoded()`` gives.
+    var encodedSize: Int {
         // Entries are read by index, never copied out: a copy would retain and release their
         // arrays, and nodes are encoded on several threads at once over shared arrays.
         var size = 2 + varintSize(UInt64(entries.count)) + (level > 0 ? varintSize(UInt64(level)) : 0)
@@ -119,7 +118,13 @@ struct IndexNode: Sendable {
             case .node(_, let count): size += 32 + varintSize(count)
             }
         }
-        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+        return size
+    }
+
+    func encoded() -> [UInt8] {
+        // Sized exactly first, then written through a raw buffer: nodes are encoded on every
+        // commit, and per-byte appends would dominate the cost.
+        return [UInt8](unsafeUninitializedCapacity: encodedSize) { buffer, initialized in
             var offset = 0
             func put(_ byte: UInt8) { buffer[offset] = byte; offset += 1 }
             func putVarint(_ value: UInt64) {
@@ -177,8 +182,8 @@ extension CanonicalReader {
             throw ArborError(.corruptObject, "malformed object: not an index node")
         }
         // Point reads keep offsets into a node in 32 bits (``NodeBytes``); nodes are kilobytes.
-        guard bytes.count <= Int(UInt32.max) else {
-            throw ArborError(.corruptObject, "malformed object: an index node of \(bytes.count) bytes")
+        guard bytes.count <= ProllyTree.maximumNodeSize else {
+            throw ArborError(.corruptObject, "malformed object: an index node of \(bytes.count) bytes, past the maximum node size")
         }
         var reader = CanonicalReader(bytes, offset: 2)
         let level = kind == .leaf ? 0 : try reader.level()

@@ -280,6 +280,20 @@ import Testing
         })
     }
 
+    /// An edit that would make a node past the format's maximum size (only keys chosen to avoid
+    /// boundaries can) fails with an error that says so, not one that calls the index damaged.
+    /// The check the editor runs on every new node, tested on sizes: a real one is 4 GB.
+    @Test func aNodePastTheMaximumSizeIsRefusedAsSuch() {
+        #expect(throws: Never.self) { try ProllyTree.checkSize(ofNewNode: ProllyTree.maximumNodeSize) }
+        #expect {
+            try ProllyTree.checkSize(ofNewNode: ProllyTree.maximumNodeSize + 1)
+        } throws: { error in
+            let error = error as? ArborError
+            return error?.code == .invalidInput && error?.message.contains("exceed the format's maximum node size of 4294967295 bytes") == true
+                && error?.message.contains("keys none of which is a boundary") == true && error?.message.contains("damaged") == false
+        }
+    }
+
     @Test func diffReadsOnlyDifferingNodes() async throws {
         let count = 100_000
         let (backend, base, height) = try await countedTree(count)

@@ -26,14 +26,22 @@ struct ObjectLinks {
     /// their equality, against the bytes the caller holds.
     var firstKeyRange: Range<Int>?
     var childKeyRanges: [Range<Int>] = []
+    /// Read only when asked (`shape`), for verification: the first entry of an index node,
+    /// before its last, whose key is a boundary at the node's level (a boundary ends its node,
+    /// so in a canonical node only the last entry is one).
+    var earlyBoundary: Int?
+    /// With `shape`, the first record a leaf holds inline that is too large to be inline
+    /// (``ProllyTree/storesInline(recordSize:)``): its entry and its size.
+    var oversizedInline: (entry: Int, size: Int)?
 
     /// Whether the object is a node of an index (a leaf or a branch).
     var isIndexNode: Bool { kind == .leaf || kind == .branch }
 
-    /// Reads the links of `bytes` (and with `keys`, an index node's keys as well); throws
+    /// Reads the links of `bytes` (and with `keys`, an index node's keys as well; with `shape`,
+    /// what breaks an index node's canonical shape); throws
     /// ``ArborError/Code/unsupportedFormat`` for an object of another format,
     /// ``ArborError/Code/corruptObject`` for one that does not parse.
-    init(_ bytes: [UInt8], keys: Bool = false) throws {
+    init(_ bytes: [UInt8], keys: Bool = false, shape: Bool = false) throws {
         guard bytes.count >= 2 else { throw ArborError(.corruptObject, "malformed object: \(bytes.count) bytes") }
         guard bytes[0] == objectFormatMarker else {
             throw ArborError(.unsupportedFormat, "an object of another format (marker 0x\(String(bytes[0], radix: 16)); this Arbor reads 0x\(String(objectFormatMarker, radix: 16)))")
@@ -49,6 +57,7 @@ struct ObjectLinks {
             var children = [(hash: Hash, count: UInt64)](), blobs = [Hash]()
             if level > 0 { children.reserveCapacity(min(count, ByteReader.reservationLimit)) }
             var childKeyDigests = [Int](), childKeyRanges = [Range<Int>](), firstKey: Range<Int>?, lastKey: Range<Int>?
+            var entry = 0, earlyBoundary: Int?, oversizedInline: (entry: Int, size: Int)?
             if keys && level > 0 {
                 childKeyDigests.reserveCapacity(min(count, ByteReader.reservationLimit))
                 childKeyRanges.reserveCapacity(min(count, ByteReader.reservationLimit))
@@ -66,7 +75,19 @@ struct ObjectLinks {
                 }
                 if firstKey == nil { firstKey = key }
                 lastKey = key
+                if shape {
+                    if case .inline(let record) = payload, oversizedInline == nil, !ProllyTree.storesInline(recordSize: record.count) {
+                        oversizedInline = (entry, record.count)
+                    }
+                    if entry < count - 1, earlyBoundary == nil,
+                        bytes[key].withUnsafeBufferPointer({ ProllyTree.isBoundary($0, level: level) }) {
+                        earlyBoundary = entry
+                    }
+                }
+                entry += 1
             }
+            self.earlyBoundary = earlyBoundary
+            self.oversizedInline = oversizedInline
             if keys {
                 self.childKeyDigests = childKeyDigests
                 self.childKeyRanges = childKeyRanges

@@ -334,7 +334,8 @@ final class NodeSource {
 
     /// Records many new nodes at once, encoding and hashing them on every core: a large commit
     /// creates thousands, and this is pure CPU work. Returns their hashes in order.
-    func create(_ nodes: [IndexNode]) -> [Hash] {
+    func create(_ nodes: [IndexNode]) throws -> [Hash] {
+        for node in nodes { try checkSize(ofNewNode: node.encodedSize) }
         guard nodes.count >= 64 else { return nodes.map { create($0) } }
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
         var results = [(hash: Hash, bytes: [UInt8])](repeating: (Store.emptyRoot.hash, []), count: nodes.count)
@@ -360,6 +361,8 @@ final class NodeSource {
     /// hashing and checking them on every core; returns their hashes in order. They are kept as
     /// ``NodeBytes``, as point reads and diffs read nodes, and never decoded unless asked.
     func createNodes(_ nodes: [[UInt8]]) throws -> [Hash] {
+        // Before parsing: a node past the maximum size is no sign of damage in the index edited.
+        for bytes in nodes { try checkSize(ofNewNode: bytes.count) }
         var results = [(hash: Hash, node: Result<NodeBytes, any Error>)](
             repeating: (Store.emptyRoot.hash, .success(.empty)), count: nodes.count)
         @Sendable func make(_ index: Int) -> (hash: Hash, node: Result<NodeBytes, any Error>) {
@@ -385,6 +388,13 @@ final class NodeSource {
             }
         }
         return results.map(\.hash)
+    }
+
+    /// ``ProllyTree/checkSize(ofNewNode:)``, naming the backend and the operation.
+    private func checkSize(ofNewNode byteCount: Int) throws {
+        do { try ProllyTree.checkSize(ofNewNode: byteCount) } catch let error as ArborError {
+            throw error.located(backend: backend.engineName, operation: "edit")
+        }
     }
 
     /// The new nodes reachable from `root`, children first, ready to be written, each put in

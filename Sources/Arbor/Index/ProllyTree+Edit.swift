@@ -60,7 +60,7 @@ extension ProllyTree {
             if level > oldRoot.level {
                 // Above the old root the old level held only the (now replaced) old root.
                 removed = []
-                added = create(chunk(levelEdits.compactMap { edit in edit.payload.map { IndexEntry(key: edit.key, payload: $0) } }, level: level), in: source)
+                added = try create(chunk(levelEdits.compactMap { edit in edit.payload.map { IndexEntry(key: edit.key, payload: $0) } }, level: level), in: source)
             } else {
                 (removed, added) = try await rewrite(
                     level: level, edits: levelEdits, root: oldRoot, rootHash: rootHash, source: source, replaced: &replaced)
@@ -111,8 +111,8 @@ extension ProllyTree {
     }
 
     /// Records `nodes` in `source` (encoded and hashed on every core), as the level above files them.
-    private static func create(_ nodes: [IndexNode], in source: NodeSource) -> [NewNode] {
-        zip(nodes, source.create(nodes)).map { NewNode(hash: $1, lastKey: $0.lastKey ?? [], recordCount: $0.recordCount) }
+    private static func create(_ nodes: [IndexNode], in source: NodeSource) throws -> [NewNode] {
+        zip(nodes, try source.create(nodes)).map { NewNode(hash: $1, lastKey: $0.lastKey ?? [], recordCount: $0.recordCount) }
     }
 
     /// Splits a sorted run of entries into nodes at `level` by the boundary rule.

@@ -34,7 +34,29 @@ enum ProllyTree {
 
     @inline(__always)
     static func isBoundary(_ key: UnsafeBufferPointer<UInt8>, level: Int) -> Bool {
-        boundaryHash(key, level: level) < UInt64.max / (level == 0 ? leafFanout : branchFanout)
+        boundaryHash(key, level: level) < boundaryThreshold(level: level)
+    }
+
+    /// A key whose ``boundaryHash(_:level:)`` is below this ends its node at `level`:
+    /// ⌊(2⁶⁴ − 1) / fanout⌋.
+    @inline(__always)
+    static func boundaryThreshold(level: Int) -> UInt64 {
+        UInt64.max / (level == 0 ? leafFanout : branchFanout)
+    }
+
+    /// The largest index node format 1 allows, in bytes: readers keep offsets into a node in 32
+    /// bits (``NodeBytes``).
+    static let maximumNodeSize = Int(UInt32.max)
+
+    /// Throws ``ArborError/Code/invalidInput`` for a node an edit made that is larger than
+    /// ``maximumNodeSize``: readers would refuse it, so the edit fails before anything is written.
+    static func checkSize(ofNewNode byteCount: Int) throws {
+        guard byteCount > maximumNodeSize else { return }
+        throw ArborError(
+            .invalidInput,
+            "an index node of \(byteCount) bytes would exceed the format's maximum node size of \(maximumNodeSize) bytes (2³² − 1): "
+                + "its entries are a long run of keys none of which is a boundary, and a node ends only at a boundary key "
+                + "(FORMAT.md section 7.1); keys not chosen to avoid boundaries practically never form such a run")
     }
 
     /// Whether `payload` stores the record whose canonical bytes are `bytes` as
@@ -42,15 +64,19 @@ enum ProllyTree {
     /// hash is checked when it is read).
     static func isCanonical(_ payload: IndexPayload, forRecord bytes: [UInt8]) -> Bool {
         switch payload {
-        case .inline: bytes.count <= inlineLimit
-        case .blob: bytes.count > inlineLimit
+        case .inline: storesInline(recordSize: bytes.count)
+        case .blob: !storesInline(recordSize: bytes.count)
         case .node: false
         }
     }
 
+    /// Whether a record whose canonical bytes are `recordSize` long is stored inline in its
+    /// leaf (up to ``inlineLimit`` bytes), rather than as a blob.
+    static func storesInline(recordSize: Int) -> Bool { recordSize <= inlineLimit }
+
     /// The payload that stores `properties` as a record: inline, or a blob for large records.
     static func payload(forRecord bytes: [UInt8]) -> (payload: IndexPayload, blob: (Hash, [UInt8])?) {
-        guard bytes.count > inlineLimit else { return (.inline(bytes), nil) }
+        guard !storesInline(recordSize: bytes.count) else { return (.inline(bytes), nil) }
         let blob = Blob.encode(record: bytes)
         let hash = Hash.of(blob)
         return (.blob(hash), (hash, blob))

@@ -56,7 +56,8 @@ extension Store {
         let started = ContinuousClock.now
         var walk = IntegrityWalk(backend: backend, progress: progress)
         try await walk.run(countingUnreachable: false)
-        guard walk.report.isIntact else {
+        // A non-canonical index is complete: marking reaches all it names all the same.
+        guard walk.report.isComplete else {
             throw ArborError(
                 .corruptObject,
                 "the store is damaged (\(walk.report.missingCount) missing, \(walk.report.corruptCount) corrupt objects; run verify): nothing was removed",

@@ -9,6 +9,11 @@ public struct VerifyReport: Sendable {
             case missing
             /// In the store, but its bytes do not match its hash, or do not parse as what names it.
             case corrupt
+            /// An index node or a blob that parses and holds what its parent says, but not in the
+            /// one shape format 1 gives these records (FORMAT.md section 7): reads find the
+            /// records, yet a replica that holds the same records has another root, so comparing
+            /// or diffing the two finds differences that are not there.
+            case nonCanonical
         }
         public var kind: Kind
         public var hash: Hash
@@ -27,10 +32,14 @@ public struct VerifyReport: Sendable {
     public var damage: [Damage] = []
     public var missingCount = 0
     public var corruptCount = 0
+    public var nonCanonicalCount = 0
     public var seconds: Double = 0
 
-    /// Whether nothing reachable is missing or corrupt.
-    public var isIntact: Bool { missingCount == 0 && corruptCount == 0 }
+    /// Whether nothing reachable is missing, corrupt or non-canonical.
+    public var isIntact: Bool { missingCount == 0 && corruptCount == 0 && nonCanonicalCount == 0 }
+    /// Whether everything reachable is there and reads back, though perhaps not in canonical
+    /// shape: all that a garbage collection needs.
+    public var isComplete: Bool { missingCount == 0 && corruptCount == 0 }
 }
 
 extension Store {
@@ -41,8 +50,11 @@ extension Store {
     /// the head set, every version and every index node parse; index nodes sit at the level their
     /// parent says, with the record count and the last key it says (checked against the parents
     /// that reach a node first: each node is read once), and keep their keys in order; large
-    /// records are blobs. Counts the objects nothing reachable names. Damage is reported, not thrown;
-    /// failures of the backend itself (a lost connection) are thrown.
+    /// records are blobs. And each index is in canonical shape (FORMAT.md section 7): only a
+    /// node's last key may be a boundary at its level, every node but the last on its level ends
+    /// on one, the root is no branch with one entry, and records are inline exactly when they are
+    /// at most ``ProllyTree/inlineLimit`` bytes. Counts the objects nothing reachable names.
+    /// Damage is reported, not thrown; failures of the backend itself (a lost connection) are thrown.
     ///
     /// - Complexity: O(*N*) object reads for the *N* objects reachable, each read once, in
     ///   requests of up to a thousand; memory O(*N*) hashes (32 bytes each) to read each once,
@@ -63,6 +75,10 @@ struct IntegrityWalk {
     private(set) var reached = Set<Hash>()
     /// The record count of each version root checked.
     private var rootCounts = [Hash: UInt64]()
+    /// Index nodes walked as the last node on their level, which alone need not end on a
+    /// boundary: where another version files one where it is not the last, it is not walked
+    /// again, and its last key is checked then (``checkEndsOnBoundary(_:levels:)``).
+    private var walkedAsLastOnLevel = Set<Hash>()
     private let started = ContinuousClock.now
     private var historyReader: HistoryReader
     /// Whether a cancelled task stops the walk (at its next read). A collection that has
@@ -100,7 +116,11 @@ struct IntegrityWalk {
     }
 
     mutating func damaged(_ kind: VerifyReport.Damage.Kind, _ hash: Hash, _ detail: String) {
-        if kind == .missing { report.missingCount += 1 } else { report.corruptCount += 1 }
+        switch kind {
+        case .missing: report.missingCount += 1
+        case .corrupt: report.corruptCount += 1
+        case .nonCanonical: report.nonCanonicalCount += 1
+        }
         if kind == .missing && recordsMissing { missing.append(hash) }
         if report.damage.count < Store.verifyDamageLimit { report.damage.append(.init(kind: kind, hash: hash, detail: detail)) }
     }
@@ -245,6 +265,8 @@ struct IntegrityWalk {
                     continue
                 }
                 rootCounts[root] = links.recordCount
+                // Its entries were checked where it was reached first; as a root, its width.
+                checkIsNotOneEntryBranch(root, links, named: namedBy(root))
             }
         }
         let objects = try await fetch(fresh, namedBy: namedBy)
@@ -252,7 +274,10 @@ struct IntegrityWalk {
         for root in fresh {
             guard let bytes = objects[root], let node = node(root, bytes, named: namedBy(root)) else { continue }
             rootCounts[root] = node.recordCount
-            group.append((root, node, bytes, nil))
+            checkIsNotOneEntryBranch(root, node, named: namedBy(root))
+            checkEntries(root, node, named: "named by \(namedBy(root))")
+            walkedAsLastOnLevel.insert(root)
+            group.append((root, node, bytes, nil, true))
         }
         // A root another version shares is checked once, but each version's count against it.
         for entry in versions {
@@ -270,7 +295,7 @@ struct IntegrityWalk {
     /// would only allocate.
     mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> ObjectLinks? {
         do {
-            let links = try ObjectLinks(bytes, keys: true)
+            let links = try ObjectLinks(bytes, keys: true, shape: true)
             guard links.isIndexNode else {
                 throw ArborError(.corruptObject, "a \(links.kind.name)")
             }
@@ -281,29 +306,91 @@ struct IntegrityWalk {
         }
     }
 
-    /// An index node whose own checks passed, with its bytes and the key its first key must be
-    /// past (`nil` for a root): its children are checked against it.
-    typealias CheckedNode = (hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?)
+    /// Reports `root` if it is a branch with one entry: the root is the node of the lowest
+    /// level with one node, which would be that entry's child.
+    mutating func checkIsNotOneEntryBranch(_ root: Hash, _ node: ObjectLinks, named version: String) {
+        guard node.kind == .branch, node.children.count == 1 else { return }
+        damaged(.nonCanonical, root, "the index root of \(version) is a branch with one entry, where the root is its child")
+    }
+
+    /// Reports what the entries of index node `hash` show of a non-canonical shape (read with
+    /// `shape`): a key before the last that ends a node, a large record held inline.
+    mutating func checkEntries(_ hash: Hash, _ node: ObjectLinks, named parent: String) {
+        if let entry = node.earlyBoundary {
+            damaged(.nonCanonical, hash, "\(parent): the key of its entry \(entry) is a boundary at level \(node.level), which ends a node, yet entries follow it")
+        }
+        if let (entry, size) = node.oversizedInline {
+            damaged(.nonCanonical, hash, "\(parent): its entry \(entry) holds a record of \(size) bytes inline, more than the \(ProllyTree.inlineLimit) a leaf holds inline (a larger one is a blob)")
+        }
+    }
+
+    /// A child as its parent files it: what the child must match.
+    struct FiledChild {
+        var parent: Hash
+        var child: Hash
+        var count: UInt64
+        var level: Int
+        /// The digest of the key it is filed under, which must be its last key (`nil` when
+        /// keys were not read), and that key, in its parent's bytes.
+        var keyDigest: Int?
+        var key: ArraySlice<UInt8>?
+        /// The key its first key must be past.
+        var lowerKey: ArraySlice<UInt8>?
+        /// Whether it is the last node on its level: the only one that need not end on a boundary.
+        var isLastOnLevel: Bool
+    }
+
+    /// Reports `entry`'s child unless the key it is filed under, its last key, is a boundary at
+    /// each of `levels`: a node that is not the last on its level ends on a boundary, and so
+    /// does the last node below it on each level down, as they end on the same key.
+    mutating func checkEndsOnBoundary(_ entry: FiledChild, levels: ClosedRange<Int>) {
+        guard let key = entry.key else { return }
+        // The highest such level names the node that is wrong; the ones below follow from it.
+        guard let level = levels.reversed().first(where: { level in !key.withUnsafeBufferPointer { ProllyTree.isBoundary($0, level: level) } }) else {
+            return
+        }
+        let which = level == entry.level ? "it does not end" : "the last node below it on level \(level) does not end"
+        damaged(.nonCanonical, entry.child, "below node \(entry.parent): not the last node on level \(entry.level), yet \(which) on a boundary, so it should run on into the next node")
+    }
+
+    /// An index node whose own checks passed, with its bytes, the key its first key must be
+    /// past (`nil` for a root) and whether it is the last node on its level: its children are
+    /// checked against it.
+    typealias CheckedNode = (hash: Hash, node: ObjectLinks, bytes: [UInt8], lowerKey: ArraySlice<UInt8>?, isLastOnLevel: Bool)
 
     /// Checks sibling nodes of one level and, level by level, what they name. Each node comes
     /// with its bytes and the key its first key must be past (`nil` for a root): the key its
     /// parent files its previous sibling under, or the parent's own such key for a first child.
     mutating func checkGroup(_ group: [CheckedNode]) async throws {
-        var children = [(parent: Hash, child: Hash, count: UInt64, level: Int, key: Int?, lowerKey: ArraySlice<UInt8>?)]()
+        var children = [FiledChild]()
         var blobs = [(parent: Hash, blob: Hash)]()
-        for (hash, node, bytes, lowerKey) in group {
+        for (hash, node, bytes, lowerKey, isLastOnLevel) in group {
             for (index, child) in node.children.enumerated() {
                 // Keys are there when the node was read with them (``node(_:_:named:)``).
-                let key = index < node.childKeyDigests.count ? node.childKeyDigests[index] : nil
-                children.append((hash, child.hash, child.count, node.level - 1, key, node.lowerKey(ofChild: index, in: bytes, inherited: lowerKey)))
+                children.append(FiledChild(
+                    parent: hash, child: child.hash, count: child.count, level: node.level - 1,
+                    keyDigest: index < node.childKeyDigests.count ? node.childKeyDigests[index] : nil,
+                    key: index < node.childKeyRanges.count ? bytes[node.childKeyRanges[index]] : nil,
+                    lowerKey: node.lowerKey(ofChild: index, in: bytes, inherited: lowerKey),
+                    isLastOnLevel: isLastOnLevel && index == node.children.count - 1))
             }
             for blob in node.blobs { blobs.append((hash, blob)) }
         }
         let fetchedBlobs = try await fetch(blobs.map(\.blob), namedBy: "a leaf")
-        for (parent, blob) in blobs {
-            if let bytes = fetchedBlobs[blob], ObjectKind.of(bytes) != .blob {
+        var checkedBlobs = Set<Hash>()
+        // Each blob once, though several leaves of the group may name it.
+        for (parent, blob) in blobs where checkedBlobs.insert(blob).inserted {
+            guard let bytes = fetchedBlobs[blob] else { continue }
+            if ObjectKind.of(bytes) != .blob {
                 damaged(.corrupt, blob, "named by leaf \(parent) as a large record: not a blob")
+            } else if ProllyTree.storesInline(recordSize: bytes.count - 2) {
+                damaged(.nonCanonical, blob, "named by leaf \(parent) as a large record: its record is \(bytes.count - 2) bytes, which a leaf holds inline (up to \(ProllyTree.inlineLimit))")
             }
+        }
+        // A child walked before is not walked again. Where that was as the last on its level,
+        // whose end was not checked, and it is not the last here, its end is checked now.
+        for entry in children where !entry.isLastOnLevel && reached.contains(entry.child) {
+            if walkedAsLastOnLevel.remove(entry.child) != nil { checkEndsOnBoundary(entry, levels: 0...entry.level) }
         }
         let unseen = children.filter { !reached.contains($0.child) }
         for chunk in unseen.chunks(of: Transfer.groupSize) {
@@ -317,7 +404,7 @@ struct IntegrityWalk {
                 }
                 // Lookups go down by the branch keys, diffs along the leaves: both find the
                 // same records only if each key is its child's last.
-                guard entry.key.map({ $0 == node.lastKeyDigest }) ?? true else {
+                guard entry.keyDigest.map({ $0 == node.lastKeyDigest }) ?? true else {
                     damaged(.corrupt, entry.child, "below node \(entry.parent): its last key is not the key node \(entry.parent) files it under")
                     continue
                 }
@@ -327,7 +414,13 @@ struct IntegrityWalk {
                     damaged(.corrupt, entry.child, "below node \(entry.parent): its first key is not past the key its previous sibling is filed under")
                     continue
                 }
-                next.append((entry.child, node, bytes, entry.lowerKey))
+                checkEntries(entry.child, node, named: "below node \(entry.parent)")
+                if entry.isLastOnLevel {
+                    walkedAsLastOnLevel.insert(entry.child)
+                } else {
+                    checkEndsOnBoundary(entry, levels: entry.level...entry.level)
+                }
+                next.append((entry.child, node, bytes, entry.lowerKey, entry.isLastOnLevel))
             }
             if !next.isEmpty { try await checkGroup(next) }
         }
