@@ -79,6 +79,8 @@ struct IntegrityWalk {
     /// boundary: where another version files one where it is not the last, it is not walked
     /// again, and its last key is checked then (``checkEndsOnBoundary(_:levels:)``).
     private var walkedAsLastOnLevel = Set<Hash>()
+    /// How many large records to read at once, from the sizes read so far.
+    private var blobRequests = BlobRequestSizer()
     private let started = ContinuousClock.now
     private var historyReader: HistoryReader
     /// Whether a cancelled task stops the walk (at its next read). A collection that has
@@ -376,15 +378,23 @@ struct IntegrityWalk {
             }
             for blob in node.blobs { blobs.append((hash, blob)) }
         }
-        let fetchedBlobs = try await fetch(blobs.map(\.blob), namedBy: "a leaf")
+        // A request of about 16 MB at a time, each checked and let go before the next: a group
+        // of leaves may name thousands of blobs, of up to 256 MiB each.
+        var unread = blobs[...]
         var checkedBlobs = Set<Hash>()
-        // Each blob once, though several leaves of the group may name it.
-        for (parent, blob) in blobs where checkedBlobs.insert(blob).inserted {
-            guard let bytes = fetchedBlobs[blob] else { continue }
-            if ObjectKind.of(bytes) != .blob {
-                damaged(.corrupt, blob, "named by leaf \(parent) as a large record: not a blob")
-            } else if ProllyTree.storesInline(recordSize: bytes.count - 2) {
-                damaged(.nonCanonical, blob, "named by leaf \(parent) as a large record: its record is \(bytes.count - 2) bytes, which a leaf holds inline (up to \(ProllyTree.inlineLimit))")
+        while !unread.isEmpty {
+            let request = unread.prefix(blobRequests.count)
+            unread = unread.dropFirst(request.count)
+            let fetchedBlobs = try await fetch(request.map(\.blob), namedBy: "a leaf")
+            blobRequests.read(fetchedBlobs.values.lazy.map(\.count))
+            // Each blob once, though several leaves of the group may name it.
+            for (parent, blob) in request where checkedBlobs.insert(blob).inserted {
+                guard let bytes = fetchedBlobs[blob] else { continue }
+                if ObjectKind.of(bytes) != .blob {
+                    damaged(.corrupt, blob, "named by leaf \(parent) as a large record: not a blob")
+                } else if ProllyTree.storesInline(recordSize: bytes.count - 2) {
+                    damaged(.nonCanonical, blob, "named by leaf \(parent) as a large record: its record is \(bytes.count - 2) bytes, which a leaf holds inline (up to \(ProllyTree.inlineLimit))")
+                }
             }
         }
         // A child walked before is not walked again. Where that was as the last on its level,
