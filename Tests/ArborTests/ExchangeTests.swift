@@ -163,13 +163,8 @@ import Testing
     /// Large records are read a few megabytes at a time however many there are: a group of
     /// leaves can name thousands, of up to 256 MiB each, and they used to be read all at once.
     @Test func largeRecordsAreReadInRequestsOfBoundedSize() async throws {
-        let source = LargestReadBackend(MemoryBackend())
-        let store = Store(backend: source)
         let size = 1 << 20
-        var changes = ChangeSet()
-        for index in 0..<40 { try changes.save(Attachment(id: "large \(index)", data: Data(repeating: UInt8(index), count: size))) }
-        try await store.commit(changes)
-        source.reset()
+        let (store, source) = try await storeOfLargeRecords(count: 40, size: size)
         let target = Store(backend: MemoryBackend())
         let report = try await store.exchange(to: target)
         #expect(report.objects > 40)

@@ -35,6 +35,18 @@ final class CountingBackend: ForwardingBackend {
     }
 }
 
+/// A store of `count` records of `size` bytes each (blobs, as records past 1 KiB are), on a
+/// backend that keeps the most bytes one read returned, reset once they are written.
+func storeOfLargeRecords(count: Int = 40, size: Int = 1 << 20) async throws -> (store: Store, backend: LargestReadBackend) {
+    let backend = LargestReadBackend(MemoryBackend())
+    let store = Store(backend: backend)
+    var changes = ChangeSet()
+    for index in 0..<count { try changes.save(Attachment(id: "large \(index)", data: Data(repeating: UInt8(index % 256), count: size))) }
+    try await store.commit(changes)
+    backend.reset()
+    return (store, backend)
+}
+
 /// A backend wrapper that keeps the most bytes one `get` returned.
 final class LargestReadBackend: ForwardingBackend {
     let inner: any Backend

@@ -39,13 +39,8 @@ import Testing
     /// Verify and gc read large records about 16 MB at a time, however many a group of leaves
     /// names: they used to read every blob below up to 1,024 leaves at once.
     @Test func largeRecordsAreReadInRequestsOfBoundedSize() async throws {
-        let backend = LargestReadBackend(MemoryBackend())
-        let store = Store(backend: backend)
         let size = 1 << 20
-        var changes = ChangeSet()
-        for index in 0..<40 { try changes.save(Attachment(id: "large \(index)", data: Data(repeating: UInt8(index), count: size))) }
-        try await store.commit(changes)
-        backend.reset()
+        let (store, backend) = try await storeOfLargeRecords(count: 40, size: size)
         let report = try await store.verify()
         #expect(report.isIntact && report.reachableBytes > 40 * size)
         #expect(backend.largestRead > size && backend.largestRead <= BlobRequestSizer.byteBudget + size + 1_024)
