@@ -53,8 +53,8 @@ public protocol Backend: Sendable {
     /// The caller checks every object against its hash, as for `get`.
     ///
     /// An engine may end a batch before `batchSize` objects to bound the bytes it holds (the
-    /// SQLite and LMDB adapters end one once it reaches ``enumerationBatchBytes``): a short
-    /// batch is not the last.
+    /// SQLite and LMDB adapters, and the default, end one once it reaches
+    /// ``enumerationBatchBytes``): a short batch is not the last.
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws
@@ -131,12 +131,27 @@ extension Backend {
         false
     }
 
-    /// Each batch of ``enumerateHashes(batchSize:_:)``, read with ``get(_:)``; an object deleted
-    /// in between is left out.
+    /// Each batch of ``enumerateHashes(batchSize:_:)``, read with ``get(_:)`` in requests sized
+    /// by the objects read so far (``BlobRequestSizer``) and handed on once they hold
+    /// ``enumerationBatchBytes``: a batch of a thousand large records would otherwise be read
+    /// whole. An object deleted in between is left out.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        var requests = BlobRequestSizer(maximumCount: batchSize)
         try await enumerateHashes(batchSize: batchSize) { hashes in
-            let objects = try await get(hashes)
-            try await body(hashes.compactMap { hash in objects[hash].map { (hash, $0) } })
+            var batch = [(hash: Hash, bytes: [UInt8])]()
+            var size = 0
+            try await requests.inRequests(hashes, fetch: get) { request, objects in
+                for hash in request {
+                    guard let bytes = objects[hash] else { continue }
+                    batch.append((hash, bytes))
+                    size += bytes.count
+                }
+                if size >= enumerationBatchBytes {
+                    try await body(batch)
+                    (batch, size) = ([], 0)
+                }
+            }
+            if !batch.isEmpty { try await body(batch) }
         }
     }
 

@@ -1,4 +1,4 @@
-/// How many large records (blobs) to read in one request, so that a request holds about
+/// How many large records (blobs), or objects of unknown sizes, to read in one request, so that a request holds about
 /// ``byteBudget`` bytes whatever their sizes: a blob holds anything from 1 KiB to 256 MiB, and
 /// a request sized by count alone (a thousand) could need hundreds of gigabytes.
 ///
