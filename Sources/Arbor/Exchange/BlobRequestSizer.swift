@@ -1,6 +1,7 @@
-/// How many large records (blobs), or objects of unknown sizes, to read in one request, so that a request holds about
-/// ``byteBudget`` bytes whatever their sizes: a blob holds anything from 1 KiB to 256 MiB, and
-/// a request sized by count alone (a thousand) could need hundreds of gigabytes.
+/// How many large records (blobs), or other objects of unknown sizes, to read in one request,
+/// so that a request holds about ``byteBudget`` bytes whatever their sizes: a blob holds
+/// anything from 1 KiB to 256 MiB, and a request sized by count alone (a thousand) could need
+/// hundreds of gigabytes.
 ///
 /// Sizes are known only once read, so the first request asks for one blob, and each later one
 /// for as many as the budget holds of the largest read so far.
