@@ -141,15 +141,17 @@ extension Backend {
             var batch = [(hash: Hash, bytes: [UInt8])]()
             var size = 0
             try await requests.inRequests(hashes, fetch: get) { request, objects in
-                for hash in request {
-                    guard let bytes = objects[hash] else { continue }
-                    batch.append((hash, bytes))
-                    size += bytes.count
-                }
-                if size >= enumerationBatchBytes {
+                // A request that would take the batch past the budget starts the next one.
+                let requestSize = objects.values.reduce(0) { $0 + $1.count }
+                if !batch.isEmpty && size + requestSize > enumerationBatchBytes {
                     try await body(batch)
                     (batch, size) = ([], 0)
                 }
+                for hash in request {
+                    guard let bytes = objects[hash] else { continue }
+                    batch.append((hash, bytes))
+                }
+                size += requestSize
             }
             if !batch.isEmpty { try await body(batch) }
         }

@@ -173,6 +173,23 @@ import Testing
         #expect(try await target.values(Attachment.self) == store.values(Attachment.self))
     }
 
+    /// Requests of blobs start at one, grow at most twofold, and hold about 16 MB of the
+    /// largest blob read so far: after many small records, large ones are not met a thousand
+    /// at once.
+    @Test func blobRequestsGrowStepByStep() {
+        var sizer = BlobRequestSizer(maximumCount: 1_000)
+        var counts = [Int]()
+        for _ in 0..<12 {
+            counts.append(sizer.count)
+            sizer.read(Array(repeating: 2_000, count: sizer.count), requested: sizer.count)
+        }
+        #expect(counts == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1_000, 1_000])
+        sizer.read([2_000, 1 << 20], requested: 1_000)
+        #expect(sizer.count == BlobRequestSizer.byteBudget / (1 << 20))
+        sizer.read([], requested: 1)
+        #expect(sizer.count == 2)
+    }
+
     @Test func verificationCatchesMissingAndForeignObjects() async throws {
         try await withStores(.memory, .memory) { stores in
             let (source, target) = (stores[0], stores[1])

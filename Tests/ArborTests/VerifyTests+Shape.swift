@@ -166,4 +166,27 @@ extension VerifyTests {
         try await Self.commit(root: Self.branch(2, [shared, right]), nodes: [right, tail], on: base, to: store)
         try await Self.expectOneNonCanonical(store, Hash.of(shared.encoded()), saying: "the last node below it on level 0 does not end on a boundary")
     }
+
+    /// A node out of shape that two versions' roots both name, read in one group: it is walked
+    /// and reported once, and where one root names it last and the other not, its end is
+    /// checked as the other's.
+    @Test func aNodeTwoRootsNameIsWalkedOnce() async throws {
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "v"))
+        // Out of shape: a boundary before its last entry; it ends on one, as a node before others must.
+        let shared = Self.leaf([Self.key("a", boundaryAt: [0: true]), Self.key("b", boundaryAt: [0: true, 1: false])])
+        let first = Self.leaf([Self.key("c", boundaryAt: [:])])
+        let second = Self.leaf([Self.key("d", boundaryAt: [:])])
+        try await Self.commit(root: Self.branch(1, [shared, first]), nodes: [shared, first], to: store)
+        try await Self.commit(root: Self.branch(1, [shared, second]), nodes: [second], to: store)
+        try await Self.expectOneNonCanonical(store, Hash.of(shared.encoded()), saying: "is a boundary at level 0, which ends a node")
+
+        // Named last by one root (its end unchecked) and before another node by the other.
+        let other = Store(backend: MemoryBackend(), configuration: .init(replica: "v"))
+        let open = Self.leaf([Self.key("e", boundaryAt: [0: false, 1: false])])
+        let before = Self.leaf([Self.key("0", boundaryAt: [0: true, 1: false])])
+        let after = Self.leaf([Self.key("f", boundaryAt: [:])])
+        try await Self.commit(root: Self.branch(1, [before, open]), nodes: [before, open], to: other)
+        try await Self.commit(root: Self.branch(1, [open, after]), nodes: [after], to: other)
+        try await Self.expectOneNonCanonical(other, Hash.of(open.encoded()), saying: "yet it does not end on a boundary")
+    }
 }

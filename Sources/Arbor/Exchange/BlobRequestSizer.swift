@@ -4,13 +4,17 @@
 /// hundreds of gigabytes.
 ///
 /// Sizes are known only once read, so the first request asks for one blob, and each later one
-/// for as many as the budget holds of the largest read so far.
+/// for as many as the budget holds of the largest read so far, and at most twice as many as the
+/// request before: after many small records, a run of large ones is met by a request that grew
+/// step by step, not by a thousand at once. (Only sizes asked of the engine before reading
+/// would bound every request; the backend contract has no such call yet.)
 struct BlobRequestSizer {
     /// About the bytes one request may hold (a single blob may be larger).
     static let byteBudget = 16 << 20
 
     private let maximumCount: Int
     private var largest = 0
+    private var previous = 0
 
     init(maximumCount: Int = Transfer.requestSize) {
         self.maximumCount = max(1, maximumCount)
@@ -18,12 +22,13 @@ struct BlobRequestSizer {
 
     /// How many blobs the next request asks for.
     var count: Int {
-        largest == 0 ? 1 : max(1, min(maximumCount, Self.byteBudget / largest))
+        largest == 0 ? 1 : max(1, min(maximumCount, Self.byteBudget / largest, 2 * previous))
     }
 
-    /// Takes the sizes of blobs just read into account.
-    mutating func read(_ sizes: some Sequence<Int>) {
+    /// Takes the sizes of a request of `requested` blobs just read into account.
+    mutating func read(_ sizes: some Sequence<Int>, requested: Int) {
         largest = sizes.reduce(largest, max)
+        previous = requested
     }
 
     /// `hashes` in requests of ``count`` blobs, each handed to `body` with what `fetch` read,
@@ -37,7 +42,7 @@ struct BlobRequestSizer {
             let request = Array(remaining.prefix(count))
             remaining = remaining.dropFirst(request.count)
             let fetched = try await fetch(request)
-            read(fetched.values.lazy.map(\.count))
+            read(fetched.values.lazy.map(\.count), requested: request.count)
             try await body(request, fetched)
         }
     }

@@ -386,7 +386,7 @@ struct IntegrityWalk {
             let request = unread.prefix(blobRequests.count)
             unread = unread.dropFirst(request.count)
             let fetchedBlobs = try await fetch(request.map(\.blob), namedBy: "a leaf")
-            blobRequests.read(fetchedBlobs.values.lazy.map(\.count))
+            blobRequests.read(fetchedBlobs.values.lazy.map(\.count), requested: request.count)
             // Each blob once, though several leaves of the group may name it.
             for (parent, blob) in request where checkedBlobs.insert(blob).inserted {
                 guard let bytes = fetchedBlobs[blob] else { continue }
@@ -397,12 +397,9 @@ struct IntegrityWalk {
                 }
             }
         }
-        // A child walked before is not walked again. Where that was as the last on its level,
-        // whose end was not checked, and it is not the last here, its end is checked now.
-        for entry in children where !entry.isLastOnLevel && reached.contains(entry.child) {
-            if walkedAsLastOnLevel.remove(entry.child) != nil { checkEndsOnBoundary(entry, levels: 0...entry.level) }
-        }
         let unseen = children.filter { !reached.contains($0.child) }
+        // Nodes that two parents of this group name (versions sharing them) are walked once.
+        var walkedInGroup = Set<Hash>()
         for chunk in unseen.chunks(of: Transfer.groupSize) {
             let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
             var next = [CheckedNode]()
@@ -424,6 +421,7 @@ struct IntegrityWalk {
                     damaged(.corrupt, entry.child, "below node \(entry.parent): its first key is not past the key its previous sibling is filed under")
                     continue
                 }
+                guard walkedInGroup.insert(entry.child).inserted else { continue }
                 checkEntries(entry.child, node, named: "below node \(entry.parent)")
                 if entry.isLastOnLevel {
                     walkedAsLastOnLevel.insert(entry.child)
@@ -433,6 +431,12 @@ struct IntegrityWalk {
                 next.append((entry.child, node, bytes, entry.lowerKey, entry.isLastOnLevel))
             }
             if !next.isEmpty { try await checkGroup(next) }
+        }
+        // A node is walked once. Where that was as the last on its level, whose end was not
+        // checked, and a parent names it here where it is not the last, its end is checked now
+        // (on its level and each below, where the last node under it ends on the same key).
+        for entry in children where !entry.isLastOnLevel {
+            if walkedAsLastOnLevel.remove(entry.child) != nil { checkEndsOnBoundary(entry, levels: 0...entry.level) }
         }
     }
 }

@@ -288,9 +288,10 @@ extension Store {
             }
             guard !changed.isEmpty else { continue }
             let sides = [here] + parentPayloads
-            let blobHashes = changed.flatMap { item in sides.compactMap { if case .blob(let hash)? = $0[item.bytes] { hash } else { nil } } }
-            let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: backend)
             for (bytes, key) in changed {
+                // One record's versions at a time: conflicting records may be large.
+                let blobHashes = sides.compactMap { if case .blob(let hash)? = $0[bytes] { hash } else { nil } }
+                let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: backend)
                 let properties = try sides.map { side in
                     try side[bytes].map { try decodeRecord(try recordBytes($0, of: key, blobs: blobs), of: key).properties } ?? [:]
                 }
