@@ -2,6 +2,29 @@ import Foundation
 import Testing
 @testable import Arbor
 @Suite struct StressFindings {
+    /// One side moves a note from t0 to t3 and then deletes t0; the other, later, renames t0.
+    /// Most-recent keeps the renamed t0 whole, with the note it held at the fork, while t3
+    /// holds the note too: the merge makes two owners share one child, which ownership rules
+    /// out (deleting either owner then leaves the other unreadable).
+    @Test func mergeKeepingADeletedOwnerDoesNotShareItsMovedChild() async throws {
+        let clock = TickClock()
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
+        let note = Note(id: "n", text: "moving")
+        let base = try await store.change(on: nil) {
+            try $0.save(Task(id: "t0", title: "old", done: false, notes: [note]))
+            try $0.save(Task(id: "t3", title: "other", done: false))
+        }
+        let moved = try await store.change(on: base) {
+            try $0.save(Task(id: "t0", title: "old", done: false))
+            try $0.save(Task(id: "t3", title: "other", done: false, notes: [note]))
+        }
+        let ours = try await store.change(on: moved) { try $0.delete(Task.self, id: "t0") }
+        let theirs = try await store.change(on: base) { try $0.save(Task(id: "t0", title: "renamed", done: false, notes: [note])) }
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: .mostRecent).version)
+        let holders = try await store.values(Task.self, at: merged.id).filter { $0.notes.contains { $0.id == "n" } }.map(\.id)
+        #expect(holders.count == 1, "note n is held by \(holders)")
+    }
+
     /// A value saved twice in one change set, the second time without a grandchild the first
     /// save held: the grandchild must go with the commit, as a child dropped by the second
     /// save does ("a value saved twice drops the children its first save held").
@@ -57,7 +80,9 @@ struct StressModel {
 
     /// `base` after `changes`, as the documentation states ownership: later changes to a key
     /// win, and a child some changed or deleted record held (in the base or earlier in the set)
-    /// goes with the commit, with all it owns, unless a record the commit keeps holds it.
+    /// goes with the commit, with all it owns, unless a record the commit saves holds it (a
+    /// store keeps no index from a child to its owners: a child two owners share, as a merge
+    /// can leave it, goes when one drops it).
     static func apply(_ changes: [ModelChange], to base: RecordState) -> RecordState {
         var result = base
         var candidates = Set<RecordKey>()
@@ -73,8 +98,10 @@ struct StressModel {
                 result[key] = nil
             }
         }
+        var saved = Set<RecordKey>()
+        for case .save(let records) in changes { saved.formUnion(records.map(\.key)) }
         while true {
-            let held = Set(result.values.flatMap(\.childKeys))
+            let held = Set(saved.compactMap { result[$0] }.flatMap(\.childKeys))
             let orphans = candidates.filter { result[$0] != nil && !held.contains($0) }
             if orphans.isEmpty { return result }
             for key in orphans {
@@ -425,9 +452,11 @@ final class StressRun {
         for version in try await store.log() where model.states[version.id] == nil {
             let state = try await readState(store, at: version.id)
             let inputs = version.parents.compactMap { model.states[$0] }
-            if inputs.allSatisfy({ StressModel.shared($0).isEmpty }) {
+            if inputs.allSatisfy({ StressModel.shared($0).isEmpty && StressModel.dangling($0).isEmpty }) {
                 check(StressModel.dangling(state).isEmpty, "merge \(version.id.abbreviated()) names missing children \(StressModel.dangling(state))")
                 check(StressModel.unheld(state).isEmpty, "merge \(version.id.abbreviated()) keeps children nothing holds: \(StressModel.unheld(state))")
+                // StressFindings.mergeKeepingADeletedOwnerDoesNotShareItsMovedChild
+                check(!Self.includeKnownDefects || StressModel.shared(state).isEmpty, "merge \(version.id.abbreviated()) of \(version.parents.map { $0.abbreviated() }) makes children shared: \(StressModel.shared(state).sorted())")
             }
             check(version.parents.count == 2, "a version the model lacks is no merge: \(version.parents.count) parents")
             model.states[version.id] = state
