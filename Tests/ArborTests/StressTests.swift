@@ -1,0 +1,638 @@
+import Foundation
+import Testing
+@testable import Arbor
+@Suite struct StressFindings {
+    /// One side moves a note from t0 to t3 and then deletes t0; the other, later, renames t0.
+    /// Most-recent keeps the renamed t0 whole, with the note it held at the fork, while t3
+    /// holds the note too: the merge makes two owners share one child, which ownership rules
+    /// out (deleting either owner then leaves the other unreadable).
+    @Test func mergeKeepingADeletedOwnerDoesNotShareItsMovedChild() async throws {
+        let clock = TickClock()
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
+        let note = Note(id: "n", text: "moving")
+        let base = try await store.change(on: nil) {
+            try $0.save(Task(id: "t0", title: "old", done: false, notes: [note]))
+            try $0.save(Task(id: "t3", title: "other", done: false))
+        }
+        let moved = try await store.change(on: base) {
+            try $0.save(Task(id: "t0", title: "old", done: false))
+            try $0.save(Task(id: "t3", title: "other", done: false, notes: [note]))
+        }
+        let ours = try await store.change(on: moved) { try $0.delete(Task.self, id: "t0") }
+        let theirs = try await store.change(on: base) { try $0.save(Task(id: "t0", title: "renamed", done: false, notes: [note])) }
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: .mostRecent).version)
+        let holders = try await store.values(Task.self, at: merged.id).filter { $0.notes.contains { $0.id == "n" } }.map(\.id)
+        #expect(holders.count == 1, "note n is held by \(holders)")
+    }
+
+    /// A value saved twice in one change set, the second time without a grandchild the first
+    /// save held: the grandchild must go with the commit, as a child dropped by the second
+    /// save does ("a value saved twice drops the children its first save held").
+    @Test func grandchildDroppedBySecondSaveInOneChangeSetIsDeleted() async throws {
+        let store = Store(backend: MemoryBackend())
+        let attachment = Attachment(id: "a", data: Data([1]))
+        var task = Task(id: "t", title: "x", done: false, notes: [Note(id: "n", text: "n", attachments: [attachment])])
+        var changes = ChangeSet()
+        try changes.save(task)
+        task.notes[0].attachments = []
+        try changes.save(task)
+        let version = try await store.commit(changes)
+        #expect(try await store.records(ofType: "Attachment", at: version.id).map(\.key.id) == [])
+    }
+
+    /// A child moved to a new owner in a change set that saved its old owner earlier (with the
+    /// child): the set saves the new owner holding it, then the old owner without it. The move
+    /// must land as it does when the old owner was not saved before; the commit refuses it,
+    /// having deleted the child the new owner holds.
+    @Test func childMovedAfterItsOldOwnerWasSavedInTheSameSetStaysWithItsNewOwner() async throws {
+        let store = Store(backend: MemoryBackend())
+        let note = Note(id: "n", text: "moving")
+        var first = Task(id: "t1", title: "first", done: false, notes: [note])
+        var second = Task(id: "t2", title: "second", done: false)
+        try await store.commit({ var changes = ChangeSet(); try changes.save(first); try changes.save(second); return changes }())
+        var changes = ChangeSet()
+        first.title = "renamed"
+        try changes.save(first)
+        second.notes = [note]
+        try changes.save(second)
+        first.notes = []
+        try changes.save(first)
+        let version = try await store.commit(changes)
+        #expect(try await store.value(Task.self, id: "t2", at: version.id)?.notes == [note])
+        #expect(try await store.value(Task.self, id: "t1", at: version.id)?.notes == [])
+    }
+}
+
+/// The records of one version, by key.
+typealias RecordState = [RecordKey: Record]
+
+/// One change of a change set, as the model applies it.
+enum ModelChange {
+    case save([Record])
+    case delete(RecordKey)
+}
+
+/// The model of what a store holds: the records of every version it made, by version id.
+struct StressModel {
+    static let types = ["Task", "Note", "Attachment", "Person", "Item"]
+    static let childTypes: Set<String> = ["Note", "Attachment"]
+    var states: [Hash: RecordState] = [:]
+
+    /// `base` after `changes`, as the documentation states ownership: later changes to a key
+    /// win, and a child some changed or deleted record held (in the base or earlier in the set)
+    /// goes with the commit, with all it owns, unless a record the commit saves holds it (a
+    /// store keeps no index from a child to its owners: a child two owners share, as a merge
+    /// can leave it, goes when one drops it).
+    static func apply(_ changes: [ModelChange], to base: RecordState) -> RecordState {
+        var result = base
+        var candidates = Set<RecordKey>()
+        for change in changes {
+            switch change {
+            case .save(let records):
+                for record in records {
+                    if let old = result[record.key] { candidates.formUnion(old.childKeys) }
+                    result[record.key] = record
+                }
+            case .delete(let key):
+                if let old = result[key] { candidates.formUnion(old.childKeys) }
+                result[key] = nil
+            }
+        }
+        var saved = Set<RecordKey>()
+        for case .save(let records) in changes { saved.formUnion(records.map(\.key)) }
+        while true {
+            let held = Set(saved.compactMap { result[$0] }.flatMap(\.childKeys))
+            let orphans = candidates.filter { result[$0] != nil && !held.contains($0) }
+            if orphans.isEmpty { return result }
+            for key in orphans {
+                candidates.formUnion(result[key]!.childKeys)
+                result[key] = nil
+            }
+        }
+    }
+
+    /// Children named by more than one record.
+    static func shared(_ state: RecordState) -> Set<RecordKey> {
+        var seen = Set<RecordKey>(), twice = Set<RecordKey>()
+        for record in state.values { for child in record.childKeys where !seen.insert(child).inserted { twice.insert(child) } }
+        return twice
+    }
+
+    /// Children named that are not there.
+    static func dangling(_ state: RecordState) -> [RecordKey] {
+        state.values.flatMap(\.childKeys).filter { state[$0] == nil }
+    }
+
+    /// Child records nothing holds.
+    static func unheld(_ state: RecordState) -> [RecordKey] {
+        let held = Set(state.values.flatMap(\.childKeys))
+        return state.keys.filter { childTypes.contains($0.type) && !held.contains($0) }
+    }
+}
+
+/// Everything `store` holds at `version`.
+func readState(_ store: Store, at version: Hash) async throws -> RecordState {
+    var state = RecordState()
+    for type in StressModel.types {
+        for record in try await store.records(ofType: type, at: version) { state[record.key] = record }
+    }
+    return state
+}
+
+/// A short description of how two states differ.
+func difference(_ actual: RecordState, _ expected: RecordState) -> String {
+    var lines = [String]()
+    for key in Set(actual.keys).union(expected.keys).sorted() where actual[key] != expected[key] {
+        lines.append("\(key): store \(actual[key].map { "\($0.properties.keys.sorted())" } ?? "absent"), model \(expected[key].map { "\($0.properties.keys.sorted())" } ?? "absent")")
+    }
+    return lines.prefix(8).joined(separator: "; ")
+}
+
+/// The three-way merge of one root record the documentation describes, for `.ours` and
+/// `.theirs`: whole records first, then property by property, arrays of keys as sets.
+/// `nil` for a property conflict under most-recent (either side's value is then right).
+func expectedRootMerge(base: Record?, ours: Record?, theirs: Record?, oursWins: Bool?) -> (record: Record?, open: Set<String>) {
+    if ours == theirs { return (ours, []) }
+    if ours == base { return (theirs, []) }
+    if theirs == base { return (ours, []) }
+    guard let ours, let theirs else {
+        guard let oursWins else { return (nil, ["*"]) }
+        return (oursWins ? ours : theirs, [])
+    }
+    let b = base?.properties ?? [:]
+    var merged = [String: PropertyValue]()
+    var open = Set<String>()
+    for name in Set(b.keys).union(ours.properties.keys).union(theirs.properties.keys) {
+        let (x, o, t) = (b[name], ours.properties[name], theirs.properties[name])
+        if o == t { merged[name] = o; continue }
+        if o == x { merged[name] = t; continue }
+        if t == x { merged[name] = o; continue }
+        func keys(_ value: PropertyValue?) -> [PropertyValue]? {
+            guard case .array(let values)? = value else { return value == nil ? [] : nil }
+            return values.allSatisfy { if case .child = $0 { true } else if case .reference = $0 { true } else { false } } ? values : nil
+        }
+        if o != nil, t != nil, let kb = keys(x), let ko = keys(o), let kt = keys(t) {
+            var seen = Set<PropertyValue>()
+            var result = kb.filter { ko.contains($0) && kt.contains($0) && seen.insert($0).inserted }
+            let added = (ko + kt).filter { !kb.contains($0) && seen.insert($0).inserted }
+            func key(_ value: PropertyValue) -> (Int, RecordKey) {
+                switch value {
+                case .child(let key): (0, key)
+                case .reference(let key): (1, key)
+                default: (2, RecordKey(type: "", id: ""))
+                }
+            }
+            result += added.sorted { key($0).0 != key($1).0 ? key($0).0 < key($1).0 : key($0).1 < key($1).1 }
+            merged[name] = .array(result)
+            continue
+        }
+        if let oursWins { merged[name] = oursWins ? o : t } else { open.insert(name) }
+    }
+    return (Record(key: ours.key, properties: merged), open)
+}
+
+/// Model-based randomized runs: a seeded mix of commits (on heads and on older versions),
+/// merges, exchange, sync, migration and garbage collection over two stores, each checked
+/// against a model of every version's records. Reproduce a failure with its seed:
+/// `STRESS_SEEDS=17 STRESS_STEPS=300 swift test --filter StressTests` (a range: `1-200`).
+@Suite struct StressTests {
+    static let seeds: [UInt64] = {
+        guard let text = ProcessInfo.processInfo.environment["STRESS_SEEDS"] else { return [1, 2] }
+        let bounds = text.split(separator: "-").compactMap { UInt64($0) }
+        return bounds.count == 2 ? Array(bounds[0]...bounds[1]) : bounds
+    }()
+    static let steps = ProcessInfo.processInfo.environment["STRESS_STEPS"].flatMap(Int.init) ?? 120
+
+    @Test(arguments: [AdapterKind.memory, .sqlite, .lmdb], seeds)
+    func randomizedHistory(kind: AdapterKind, seed: UInt64) async throws {
+        let run = try StressRun(kind: kind, seed: seed)
+        defer { run.cleanUp() }
+        try await run.run(steps: Self.steps)
+    }
+}
+
+/// One randomized run.
+final class StressRun {
+    let seed: UInt64
+    var random: SeededGenerator
+    var model = StressModel()
+    var stores: [Store] = []
+    var kinds: [AdapterKind] = []
+    var cleanups: [@Sendable () -> Void] = []
+    let clock = TickClock()
+    var counter = 0
+    var step = 0
+    var trace: [String] = []
+    var failed = false
+    static let taskIds = (0..<8).map { "t\($0)" }
+    /// Whether runs also make the changes that hit the defects StressFindings shows.
+    static let includeKnownDefects = ProcessInfo.processInfo.environment["STRESS_KNOWN"] == "1"
+
+    init(kind: AdapterKind, seed: UInt64) throws {
+        self.seed = seed
+        random = SeededGenerator(seed: seed &* 0x9E37_79B9 &+ UInt64(AdapterKind.allCases.firstIndex(of: kind) ?? 0))
+        let other: [AdapterKind] = [.memory, .sqlite, .lmdb, .json]
+        stores = [try makeStore(kind, replica: "a"), try makeStore(other[Int(seed % 4)], replica: "b")]
+    }
+
+    func makeStore(_ kind: AdapterKind, replica: String) throws -> Store {
+        let (backend, cleanup) = try makeBackend(kind)
+        cleanups.append(cleanup)
+        kinds.append(kind)
+        let clock = clock
+        return Store(backend: backend, configuration: .init(replica: replica, clock: { clock.read() }))
+    }
+
+    func cleanUp() { for cleanup in cleanups { cleanup() } }
+
+    func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &random) < percent }
+    func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &random)] }
+    func fresh(_ prefix: String) -> String { counter += 1; return "\(prefix)\(counter)" }
+
+    /// Records an issue naming the seed, the step and the operations that led to it.
+    func check(_ condition: Bool, _ message: @autoclosure () -> String, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard !condition, !failed else { return }
+        failed = true
+        Issue.record("seed \(seed) step \(step) (\(kinds.map(\.rawValue))): \(message())\nlast operations:\n\(trace.suffix(12).joined(separator: "\n"))", sourceLocation: sourceLocation)
+    }
+
+    func run(steps: Int) async throws {
+        for index in 0..<steps where !failed {
+            step = index
+            let storeIndex = chance(75) ? 0 : 1
+            switch Int.random(in: 0..<100, using: &random) {
+            case 0..<45: try await commit(storeIndex, onOld: false)
+            case 45..<57: try await commit(storeIndex, onOld: true)
+            case 57..<65: try await mergeHeads(storeIndex)
+            case 65..<75: try await mergePair(storeIndex)
+            case 75..<81: try await exchange(from: storeIndex)
+            case 81..<88: try await sync()
+            case 88..<92: try await migrate()
+            default: try await collectGarbage(storeIndex)
+            }
+            if failed { break }
+            try await checkStore(stores[0], full: index == steps - 1)
+            try await checkStore(stores[1], full: index == steps - 1)
+        }
+    }
+
+    // MARK: commits
+
+    func commit(_ storeIndex: Int, onOld: Bool) async throws {
+        let store = stores[storeIndex]
+        let heads = try await store.heads()
+        var parent = heads.isEmpty ? nil : pick(heads)
+        if onOld, !heads.isEmpty {
+            let all = try await store.log()
+            parent = pick(all)
+        }
+        let base = parent.map { model.states[$0.id] ?? [:] } ?? [:]
+        let allowMoves = storeIndex == 0 && heads.count == 1 && !onOld
+        var working = [String: Task]()
+        if let parent, let tasks = try? await store.values(Task.self, at: parent.id) {
+            for task in tasks { working[task.id] = task }
+        }
+        var changes = ChangeSet()
+        var modelChanges = [ModelChange]()
+        var described = [String]()
+        // Ids of tasks saved in this set: saved again, their notes keep their attachments unless
+        // the known defect is wanted (StressFindings.grandchildDroppedBySecondSaveInOneChangeSetIsDeleted).
+        var savedInSet = Set<String>()
+        func save(_ task: Task) throws {
+            try changes.save(task)
+            modelChanges.append(.save(try RecordEncoder.records(of: task)))
+            working[task.id] = task
+            savedInSet.insert(task.id)
+        }
+        for _ in 0..<Int.random(in: 1...3, using: &random) {
+            let existing = working.keys.sorted()
+            switch Int.random(in: 0..<100, using: &random) {
+            case 0..<25 where existing.count < Self.taskIds.count || existing.isEmpty:
+                let id = pick(Self.taskIds.filter { working[$0] == nil })
+                try save(makeTask(id))
+                described.append("new \(id)")
+            case 0..<55 where !existing.isEmpty:
+                let id = pick(existing)
+                try save(edit(working[id]!, nested: Self.includeKnownDefects || !savedInSet.contains(id)))
+                described.append("edit \(id)")
+            case 55..<65 where allowMoves && existing.count >= 2:
+                // Not from a task saved earlier in the set, but with the known defects
+                // (StressFindings.childMovedAfterItsOldOwnerWasSavedInTheSameSetStaysWithItsNewOwner).
+                let from = pick(existing.filter { !working[$0]!.notes.isEmpty && (Self.includeKnownDefects || !savedInSet.contains($0)) } + [""])
+                guard !from.isEmpty else { continue }
+                let to = pick(existing.filter { $0 != from })
+                var (a, b) = (working[from]!, working[to]!)
+                let note = a.notes.remove(at: Int.random(in: 0..<a.notes.count, using: &random))
+                b.notes.insert(note, at: Int.random(in: 0...b.notes.count, using: &random))
+                if chance(50) { try save(a); try save(b) } else { try save(b); try save(a) }
+                described.append("move \(note.id) \(from)->\(to)")
+            case 65..<73 where !existing.isEmpty:
+                let id = pick(existing)
+                try changes.delete(Task.self, id: id)
+                modelChanges.append(.delete(RecordKey(type: "Task", id: id)))
+                working[id] = nil
+                described.append("delete \(id)")
+            case 73..<80 where !existing.isEmpty:
+                // The same task saved twice in one set, the second time changed again.
+                let id = pick(existing)
+                let first = edit(working[id]!, nested: Self.includeKnownDefects || !savedInSet.contains(id))
+                try save(first)
+                var second = first
+                second.title = "again \(fresh(""))"
+                if chance(50), !second.notes.isEmpty { second.notes.removeLast() }
+                if chance(50) { second.notes.append(Note(id: fresh("n"), text: "late")) }
+                try save(second)
+                described.append("twice \(id)")
+            case 80..<88:
+                let id = "p\(Int.random(in: 0..<4, using: &random))"
+                if chance(70) {
+                    let person = Person(id: id, name: fresh("name"))
+                    try changes.save(person)
+                    modelChanges.append(.save(try RecordEncoder.records(of: person)))
+                    described.append("person \(id)")
+                } else {
+                    try changes.delete(Person.self, id: id)
+                    modelChanges.append(.delete(RecordKey(type: "Person", id: id)))
+                    described.append("delete person \(id)")
+                }
+            default:
+                let key = itemKey("i\(Int.random(in: 0..<6, using: &random))")
+                if chance(75) {
+                    var properties: [String: PropertyValue] = ["n": .int(Int64(Int.random(in: 0..<5, using: &random)))]
+                    if chance(50) { properties["s"] = .string(fresh("s")) }
+                    if chance(15) { properties["big"] = .bytes(Array(repeating: 9, count: 1_500)) }
+                    let record = Record(key: key, properties: properties)
+                    try changes.save(record)
+                    modelChanges.append(.save([record]))
+                    described.append("item \(key.id)")
+                } else {
+                    changes.delete(key)
+                    modelChanges.append(.delete(key))
+                    described.append("delete item \(key.id)")
+                }
+            }
+        }
+        guard !changes.isEmpty else { return }
+        let explicit = !(parent != nil && parent?.id == heads.first?.id && chance(30))
+        trace.append("\(step): store \(storeIndex) commit on \(parent?.id.abbreviated() ?? "nothing")\(onOld ? " (old)" : ""): \(described.joined(separator: ", "))")
+        let version: Version
+        do {
+            version = try await store.commit(changes, parents: explicit ? parent.map { [$0.id] } ?? [] : nil)
+        } catch {
+            return check(false, "the commit failed: \(error)")
+        }
+        check(version.parents == (parent.map { [$0.id] } ?? []), "commit parents \(version.parents), expected \(String(describing: parent?.id))")
+        let expected = StressModel.apply(modelChanges, to: base)
+        model.states[version.id] = expected
+        let actual = try await readState(store, at: version.id)
+        check(actual == expected, "commit \(version.id.abbreviated()) differs from the model: \(difference(actual, expected))")
+        try await checkValues(store, at: version.id, expected)
+    }
+
+    func makeNote() -> Note {
+        var note = Note(id: fresh("n"), text: fresh("text"))
+        for _ in 0..<Int.random(in: 0...2, using: &random) { note.attachments.append(makeAttachment()) }
+        return note
+    }
+
+    func makeAttachment() -> Attachment {
+        let size = chance(30) ? Int.random(in: 1_100...3_000, using: &random) : Int.random(in: 1...200, using: &random)
+        return Attachment(id: fresh("a"), data: Data(repeating: UInt8.random(in: 0...255, using: &random), count: size))
+    }
+
+    func makeTask(_ id: String) -> Task {
+        var task = Task(id: id, title: fresh("title"), done: chance(50))
+        for _ in 0..<Int.random(in: 0...3, using: &random) { task.notes.append(makeNote()) }
+        if chance(25) { task.pinned = makeNote() }
+        if chance(40) { task.owner = Ref(id: "p\(Int.random(in: 0..<4, using: &random))") }
+        return task
+    }
+
+    /// `original` changed at random; with `nested` false, its notes' attachments stay as they are.
+    func edit(_ original: Task, nested: Bool = true) -> Task {
+        var task = original
+        if chance(50) { task.title = fresh("title") }
+        if chance(30) { task.done.toggle() }
+        if chance(30) { task.notes.append(makeNote()) }
+        if chance(25), !task.notes.isEmpty { task.notes.remove(at: Int.random(in: 0..<task.notes.count, using: &random)) }
+        if chance(30), !task.notes.isEmpty {
+            let index = Int.random(in: 0..<task.notes.count, using: &random)
+            if chance(50) { task.notes[index].text = fresh("text") }
+            if nested, chance(40) { task.notes[index].attachments.append(makeAttachment()) }
+            if nested, chance(40), !task.notes[index].attachments.isEmpty { task.notes[index].attachments.removeFirst() }
+        }
+        if chance(15) { task.pinned = chance(50) ? makeNote() : nil }
+        if chance(15) { task.owner = chance(50) ? Ref(id: "p\(Int.random(in: 0..<4, using: &random))") : nil }
+        return task
+    }
+
+    /// The values read at `version` match its records, when none of them names a missing child.
+    func checkValues(_ store: Store, at version: Hash, _ state: RecordState) async throws {
+        guard StressModel.dangling(state).isEmpty else { return }
+        do {
+            let tasks = try await store.values(Task.self, at: version)
+            check(Set(tasks.map(\.id)) == Set(state.keys.filter { $0.type == "Task" }.map(\.id)), "the tasks read differ from the records")
+            for task in tasks {
+                let stored = state[RecordKey(type: "Task", id: task.id)]
+                let encoded = try? RecordEncoder.records(of: task).first
+                check(encoded == stored, "task \(task.id) reads otherwise than its record")
+            }
+            let notes = try await store.values(Note.self, at: version)
+            check(notes.count == state.keys.filter { $0.type == "Note" }.count, "the notes read differ from the records")
+        } catch {
+            check(false, "reading the values at \(version.abbreviated()) failed: \(error)")
+        }
+    }
+
+    // MARK: merges
+
+    /// Adds to the model every version in `store`'s history that it lacks (merge commits),
+    /// checking that their trees keep ownership.
+    func adoptNewVersions(_ store: Store) async throws {
+        for version in try await store.log() where model.states[version.id] == nil {
+            let state = try await readState(store, at: version.id)
+            let inputs = version.parents.compactMap { model.states[$0] }
+            if inputs.allSatisfy({ StressModel.shared($0).isEmpty && StressModel.dangling($0).isEmpty }) {
+                check(StressModel.dangling(state).isEmpty, "merge \(version.id.abbreviated()) names missing children \(StressModel.dangling(state))")
+                check(StressModel.unheld(state).isEmpty, "merge \(version.id.abbreviated()) keeps children nothing holds: \(StressModel.unheld(state))")
+                // StressFindings.mergeKeepingADeletedOwnerDoesNotShareItsMovedChild
+                check(!Self.includeKnownDefects || StressModel.shared(state).isEmpty, "merge \(version.id.abbreviated()) of \(version.parents.map { $0.abbreviated() }) makes children shared: \(StressModel.shared(state).sorted())")
+            }
+            check(version.parents.count == 2, "a version the model lacks is no merge: \(version.parents.count) parents")
+            model.states[version.id] = state
+        }
+    }
+
+    func randomStrategy(manual: Bool) -> MergeStrategy {
+        pick(manual ? [.mostRecent, .mostRecent, .ours, .theirs, .manual] : [.mostRecent, .mostRecent, .ours, .theirs])
+    }
+
+    func mergeHeads(_ storeIndex: Int) async throws {
+        let store = stores[storeIndex]
+        let heads = try await store.heads().map(\.id)
+        let strategy = randomStrategy(manual: true)
+        trace.append("\(step): store \(storeIndex) mergeHeads \(strategy) of \(heads.count)")
+        // A replica with the same history merges to the same version.
+        var replicaVersion: Hash?
+        if heads.count > 1, chance(50) {
+            let replica = Store(backend: MemoryBackend(), configuration: .init(replica: "replica", clock: { _ = (); return Date(timeIntervalSince1970: 0) }))
+            try await store.exchange(to: replica)
+            replicaVersion = try await replica.mergeHeads(strategy: strategy)?.version?.id
+        }
+        let outcome = try await store.mergeHeads(strategy: strategy)
+        let after = try await store.heads().map(\.id)
+        switch outcome {
+        case .conflicts?:
+            check(strategy == .manual, "only manual stops at conflicts")
+            check(Set(after) == Set(heads), "a merge that stopped at conflicts changed the heads")
+        case .some(let outcome):
+            check(after == [outcome.version!.id], "after mergeHeads the heads are \(after.count), not the merge")
+            if let replicaVersion { check(replicaVersion == outcome.version!.id, "two replicas merged the same heads to different versions") }
+        case nil:
+            check(heads.isEmpty, "mergeHeads of a store with heads returned nothing")
+        }
+        try await adoptNewVersions(store)
+    }
+
+    func mergePair(_ storeIndex: Int) async throws {
+        let store = stores[storeIndex]
+        let heads = try await store.heads()
+        guard heads.count >= 2 else { return try await commit(storeIndex, onOld: true) }
+        let a = pick(heads)
+        let b = pick(heads.filter { $0.id != a.id })
+        let strategy = randomStrategy(manual: false)
+        trace.append("\(step): store \(storeIndex) merge \(a.id.abbreviated()) \(b.id.abbreviated()) \(strategy)")
+        let outcome = try await store.merge(a.id, b.id, strategy: strategy)
+        guard case .merged(let version, let report) = outcome else {
+            check(false, "two heads did not merge: \(outcome)")
+            return
+        }
+        let mirrored: MergeStrategy = switch strategy {
+        case .ours: .theirs
+        case .theirs: .ours
+        default: strategy
+        }
+        let reversed = try await store.merge(b.id, a.id, strategy: mirrored)
+        check(reversed.version?.id == version.id, "merge(a, b, \(strategy)) and merge(b, a, \(mirrored)) differ")
+        let heads2 = try await store.heads().map(\.id)
+        check(heads2.contains(version.id) && !heads2.contains(a.id) && !heads2.contains(b.id), "the merge did not replace its two heads")
+
+        // Root records merge as the documentation says.
+        let ours = model.states[a.id] ?? [:], theirs = model.states[b.id] ?? [:]
+        var base = RecordState()
+        if let ancestor = report.ancestor { base = try await readState(store, at: ancestor) }
+        let merged = try await readState(store, at: version.id)
+        let oursWins: Bool? = strategy == .mostRecent ? nil : strategy == .ours
+        let keys = Set(base.keys).union(ours.keys).union(theirs.keys).union(merged.keys).filter { !StressModel.childTypes.contains($0.type) }
+        for key in keys.sorted() {
+            let (expected, open) = expectedRootMerge(base: base[key], ours: ours[key], theirs: theirs[key], oursWins: oursWins)
+            if open.contains("*") {
+                check(merged[key] == ours[key] || merged[key] == theirs[key], "\(key) merged to neither side")
+            } else if open.isEmpty {
+                check(merged[key] == expected, "\(key) merged to \(merged[key].map { "\($0.properties)" } ?? "nothing"), expected \(expected.map { "\($0.properties)" } ?? "nothing")")
+            } else {
+                for name in open {
+                    let value = merged[key]?.properties[name]
+                    check(value == ours[key]?.properties[name] || value == theirs[key]?.properties[name], "\(key).\(name) merged to neither side")
+                }
+            }
+        }
+        try await adoptNewVersions(store)
+    }
+
+    // MARK: between stores
+
+    func exchange(from storeIndex: Int) async throws {
+        let (source, target) = (stores[storeIndex], stores[1 - storeIndex])
+        trace.append("\(step): exchange \(storeIndex) -> \(1 - storeIndex)")
+        try await source.exchange(to: target)
+        let again = try await source.exchange(to: target)
+        check(again.objects == 0 && again.versions == 0, "a second exchange copied \(again.objects) objects, \(again.versions) versions")
+        let targetVersions = Set(try await target.log().map(\.id))
+        for head in try await source.heads() { check(targetVersions.contains(head.id), "the target lacks a head of the source") }
+    }
+
+    func sync() async throws {
+        let strategy = randomStrategy(manual: false)
+        let (a, b) = chance(50) ? (stores[0], stores[1]) : (stores[1], stores[0])
+        trace.append("\(step): sync \(strategy)")
+        let report = try await a.sync(with: b, strategy: strategy)
+        let (left, right) = (try await a.heads(), try await b.heads())
+        check(left.map(\.id) == right.map(\.id) && left.count <= 1, "after sync the heads differ: \(left.count) and \(right.count)")
+        check(left.first?.root == right.first?.root, "after sync the head roots differ")
+        check(report.heads.sorted() == left.map(\.id).sorted(), "the sync report names other heads")
+        try await adoptNewVersions(a)
+        try await adoptNewVersions(b)
+    }
+
+    func migrate() async throws {
+        let source = stores[0]
+        let middleKind = pick([AdapterKind.memory, .sqlite, .lmdb, .json])
+        let backKind = pick([AdapterKind.memory, .sqlite, .lmdb])
+        trace.append("\(step): migrate to \(middleKind) and back to \(backKind)")
+        let middle = try makeStore(middleKind, replica: "a")
+        let back = try makeStore(backKind, replica: "a")
+        kinds.removeLast(2)
+        try await source.migrate(to: middle)
+        try await middle.migrate(to: back)
+        let refs = try await [source.backend.refs(), middle.backend.refs(), back.backend.refs()]
+        check(refs[0] == refs[1] && refs[1] == refs[2], "migration changed the refs")
+        let objects = try await [hashes(source), hashes(middle), hashes(back)]
+        check(objects[1] == objects[2], "migration there and back gave other objects: \(objects[1].count) and \(objects[2].count)")
+        check(objects[1].isSubset(of: objects[0]), "migration wrote objects the source lacks")
+        let reachable = try await source.verify().reachableObjects
+        check(objects[1].count == reachable, "migration copied \(objects[1].count) objects, the source reaches \(reachable)")
+        try await middle.close()
+        if chance(50) {
+            // Go on with the store that made the round trip.
+            try await source.close()
+            stores[0] = back
+            kinds[0] = backKind
+        } else {
+            try await back.close()
+        }
+    }
+
+    func hashes(_ store: Store) async throws -> Set<Hash> {
+        var all = Set<Hash>()
+        try await store.backend.enumerateHashes(batchSize: 500) { all.formUnion($0) }
+        return all
+    }
+
+    func collectGarbage(_ storeIndex: Int) async throws {
+        let store = stores[storeIndex]
+        trace.append("\(step): gc store \(storeIndex)")
+        let before = try await store.verify()
+        let report = try await store.collectGarbage(gracePeriod: .zero)
+        check(report.removedObjects == before.unreachableObjects, "gc removed \(report.removedObjects), verify counted \(before.unreachableObjects) unreachable")
+        let after = try await store.verify()
+        check(after.unreachableObjects == 0 && after.reachableObjects == before.reachableObjects, "gc left \(after.unreachableObjects) unreachable, reachable \(before.reachableObjects) -> \(after.reachableObjects)")
+        try await checkStore(store, full: true)
+    }
+
+    // MARK: invariants
+
+    /// Verify, the log's order, and the state of the heads (of every version with `full`).
+    func checkStore(_ store: Store, full: Bool) async throws {
+        let report = try await store.verify()
+        check(report.isIntact && report.missingCount == 0 && report.corruptCount == 0 && report.nonCanonicalCount == 0,
+              "verify: \(report.damage.prefix(3))")
+        let log = try await store.log()
+        let position = Dictionary(log.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
+        check(position.count == log.count, "the log lists a version twice")
+        for (index, version) in log.enumerated() {
+            for parent in version.parents { check((position[parent] ?? -1) > index, "the log lists a parent before its child or not at all") }
+            if index > 0 { check(log[index - 1].time >= version.time, "the log is not newest first") }
+        }
+        check(log.count == report.versions, "log has \(log.count) versions, verify \(report.versions)")
+        let heads = try await store.heads()
+        for version in full ? log : heads {
+            guard let expected = model.states[version.id] else {
+                check(false, "version \(version.id.abbreviated()) is not in the model")
+                continue
+            }
+            let actual = try await readState(store, at: version.id)
+            check(actual == expected, "version \(version.id.abbreviated()) reads otherwise than the model: \(difference(actual, expected))")
+        }
+    }
+}
