@@ -157,37 +157,58 @@ struct CommitPlan {
     }
 
     /// Works the plan out change by change, for a set that names a key more than once.
+    ///
+    /// A child that an earlier state of a record held and a later one does not (at any depth
+    /// of a saved tree, or of a deleted record) is dropped, unless it is saved again after; once
+    /// every change is applied, a dropped child that no record of the set's final state holds
+    /// goes, with what it alone owns. So the order of the saves in a move does not matter: the
+    /// old owner saved without the child before or after the new owner saved with it.
     private mutating func applyInOrder(_ changes: ChangeSet) {
         var states = [RecordKey: ChangeSet.EncodedRecord?]()
-        func dropChildren(of earlier: ChangeSet.EncodedRecord, keeping kept: Set<RecordKey>) {
-            // Deletes what `earlier`, the set's own earlier version of a record, owned and
-            // `kept` does not hold.
-            var frontier = earlier.childKeys
-            var seen: Set<RecordKey> = [earlier.key]
-            while let child = frontier.popLast() {
-                guard seen.insert(child).inserted, !kept.contains(child) else { continue }
-                switch states[child] {
-                case .some(.some(let record)):
-                    frontier += record.childKeys
-                    states[child] = .some(nil)
-                case .some(.none):
-                    break
-                case .none:
-                    droppedBaseRecords.append(child)
-                }
-            }
+        var dropped = Set<RecordKey>()
+        func drop(childrenOf earlier: ChangeSet.EncodedRecord, keeping kept: Set<RecordKey>) {
+            for child in earlier.childKeys where !kept.contains(child) { dropped.insert(child) }
         }
         for change in changes.changes {
             switch change {
             case .save(let root, let nested):
-                if case .some(.some(let earlier)) = states.updateValue(root, forKey: root.key) {
-                    dropChildren(of: earlier, keeping: Set([root.key] + nested.map(\.key)))
+                let tree = [root] + nested
+                let keys = Set(tree.lazy.map(\.key))
+                for record in tree {
+                    if case .some(.some(let earlier)) = states.updateValue(record, forKey: record.key) {
+                        drop(childrenOf: earlier, keeping: keys)
+                    }
+                    dropped.remove(record.key)
                 }
-                for record in nested { states[record.key] = record }
             case .delete(let key):
                 if case .some(.some(let earlier)) = states.updateValue(nil, forKey: key) {
-                    dropChildren(of: earlier, keeping: [])
+                    drop(childrenOf: earlier, keeping: [])
                 }
+                dropped.remove(key)
+            }
+        }
+        // How many records of the final state hold each child: a dropped child goes only when
+        // none does, and a record that goes no longer holds its own children.
+        var holders = [RecordKey: Int]()
+        for case let record?? in states.values {
+            for child in record.childKeys { holders[child, default: 0] += 1 }
+        }
+        var unheld = dropped.filter { holders[$0, default: 0] == 0 }.sorted()
+        var gone = Set<RecordKey>()
+        while let key = unheld.popLast() {
+            guard holders[key, default: 0] == 0, gone.insert(key).inserted else { continue }
+            switch states[key] {
+            case .some(.some(let record)):
+                states[key] = .some(nil)
+                for child in record.childKeys {
+                    holders[child, default: 1] -= 1
+                    if holders[child] == 0 { unheld.append(child) }
+                }
+            case .some(.none):
+                break
+            case .none:
+                // A record of the base version: it goes with what it owns there (``orphans``).
+                droppedBaseRecords.append(key)
             }
         }
         final = states.map { key, record in record.map(Entry.init) ?? Entry(deleting: key) }
