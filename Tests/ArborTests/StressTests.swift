@@ -67,6 +67,26 @@ import Testing
         #expect(try await store.value(Task.self, id: "t2", at: version.id)?.notes == [note])
         #expect(try await store.value(Task.self, id: "t1", at: version.id)?.notes == [])
     }
+
+    /// Both sides change a task's title and its note's text: the task goes to its type's resolver,
+    /// the note (a conflict of its own) to the strategy. The documentation says the resolver's value
+    /// "replaces the record and its children"; under most-recent the note is settled after the
+    /// resolver ran, and its side's text replaces the resolver's.
+    @Test func resolvedValueKeepsTheChildrenTheResolverReturned() async throws {
+        var resolvers = MergeResolvers()
+        resolvers.register(Task.self) { _, ours, _ in var merged = ours; merged.title = "resolved"; return merged }
+        let clock = TickClock()
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }, mergeResolvers: resolvers))
+        let base = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false, notes: [Note(id: "n", text: "base")])) }
+        let ours = try await store.change(on: base) { try $0.save(Task(id: "t", title: "ours", done: false, notes: [Note(id: "n", text: "ours")])) }
+        let theirs = try await store.change(on: base) { try $0.save(Task(id: "t", title: "theirs", done: false, notes: [Note(id: "n", text: "theirs")])) }
+        for strategy in [MergeStrategy.ours, .theirs, .mostRecent] {
+            let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
+            let value = try await store.value(Task.self, id: "t", at: merged.id)
+            #expect(value?.notes == [Note(id: "n", text: "ours")], "\(strategy)")
+            #expect(value?.title == "resolved", "\(strategy)")
+        }
+    }
 }
 
 /// The records of one version, by key.
@@ -127,6 +147,24 @@ struct StressModel {
     /// Children named that are not there.
     static func dangling(_ state: RecordState) -> [RecordKey] {
         state.values.flatMap(\.childKeys).filter { state[$0] == nil }
+    }
+
+    /// The conflicts a manual merge of `ours` and `theirs` from `base` stops at, in the order
+    /// the documentation gives (key, then property, a record's own first): a record deleted on
+    /// one side and changed on the other, or a property both sides changed differently.
+    static func conflicts(base: RecordState, ours: RecordState, theirs: RecordState) -> [MergeConflict] {
+        var result = [MergeConflict]()
+        for key in Set(base.keys).union(ours.keys).union(theirs.keys).sorted() {
+            let (b, o, t) = (base[key], ours[key], theirs[key])
+            let open = expectedRootMerge(base: b, ours: o, theirs: t, oursWins: nil).open
+            if open.contains("*") {
+                result.append(MergeConflict(key: key, property: nil, base: b.map { .map($0.properties) }, ours: o.map { .map($0.properties) }, theirs: t.map { .map($0.properties) }))
+            }
+            for name in open.subtracting(["*"]).sorted() {
+                result.append(MergeConflict(key: key, property: name, base: b?.properties[name], ours: o?.properties[name], theirs: t?.properties[name]))
+            }
+        }
+        return result
     }
 
     /// Child records nothing holds.
@@ -234,9 +272,13 @@ final class StressRun {
     /// Whether merges are also checked to leave no child two owners, which they can
     /// (StressFindings.mergeKeepingADeletedOwnerDoesNotShareItsMovedChild, documented).
     static let checksSharedChildrenAfterMerges = ProcessInfo.processInfo.environment["STRESS_KNOWN"] == "1"
+    /// With even seeds the stores settle tasks' property conflicts with ``resolveTask(_:_:)``
+    /// and people's with `.theirs`, whatever the merge's strategy.
+    let usesResolvers: Bool
 
     init(kind: AdapterKind, seed: UInt64) throws {
         self.seed = seed
+        usesResolvers = seed % 2 == 0
         random = SeededGenerator(seed: seed &* 0x9E37_79B9 &+ UInt64(AdapterKind.allCases.firstIndex(of: kind) ?? 0))
         let other: [AdapterKind] = [.memory, .sqlite, .lmdb, .json]
         stores = [try makeStore(kind, replica: "a"), try makeStore(other[Int(seed % 4)], replica: "b")]
@@ -247,7 +289,42 @@ final class StressRun {
         cleanups.append(cleanup)
         kinds.append(kind)
         let clock = clock
-        return Store(backend: backend, configuration: .init(replica: replica, clock: { clock.read() }))
+        return Store(backend: backend, configuration: configuration(replica: replica, clock: { clock.read() }))
+    }
+
+    func configuration(replica: String, clock: @escaping @Sendable () -> Date) -> Store.Configuration {
+        var resolvers = MergeResolvers()
+        if usesResolvers {
+            resolvers.register(Task.self) { _, ours, theirs in StressRun.resolveTask(ours, theirs) }
+            resolvers.register(Person.self, strategy: .theirs)
+        }
+        return .init(replica: replica, clock: clock, mergeResolvers: resolvers)
+    }
+
+    /// The resolver of tasks: the whole value of the side whose JSON sorts first, with both
+    /// titles and either side's `done`. Symmetric, so both directions of a merge agree.
+    static func resolveTask(_ ours: Task, _ theirs: Task) -> Task {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let (x, y) = ((try? encoder.encode(ours)) ?? Data(), (try? encoder.encode(theirs)) ?? Data())
+        var merged = x.lexicographicallyPrecedes(y) ? ours : theirs
+        merged.title = [ours.title, theirs.title].sorted().joined(separator: "+")
+        merged.done = ours.done || theirs.done
+        return merged
+    }
+
+    /// Whether merges settle the conflicts of records of `type` for ours (`nil`: most recent,
+    /// or a resolver), by `strategy` or a type's override.
+    func oursWins(_ type: String, _ strategy: MergeStrategy) -> Bool? {
+        if usesResolvers, type == "Person" { return false }
+        return strategy == .mostRecent || strategy == .manual ? nil : strategy == .ours
+    }
+
+    /// A store on memory with the configuration of this run's stores, holding what `store` holds.
+    func replica(of store: Store) async throws -> Store {
+        let replica = Store(backend: MemoryBackend(), configuration: configuration(replica: "replica", clock: { Date(timeIntervalSince1970: 0) }))
+        try await store.exchange(to: replica)
+        return replica
     }
 
     func cleanUp() { for cleanup in cleanups { cleanup() } }
@@ -268,14 +345,15 @@ final class StressRun {
             step = index
             let storeIndex = chance(75) ? 0 : 1
             switch Int.random(in: 0..<100, using: &random) {
-            case 0..<45: try await commit(storeIndex, onOld: false)
-            case 45..<57: try await commit(storeIndex, onOld: true)
-            case 57..<65: try await mergeHeads(storeIndex)
-            case 65..<75: try await mergePair(storeIndex)
-            case 75..<81: try await exchange(from: storeIndex)
-            case 81..<88: try await sync()
-            case 88..<92: try await migrate()
-            default: try await collectGarbage(storeIndex)
+            case 0..<42: try await commit(storeIndex, onOld: false)
+            case 42..<54: try await commit(storeIndex, onOld: true)
+            case 54..<61: try await mergeHeads(storeIndex)
+            case 61..<72: try await mergePair(storeIndex)
+            case 72..<77: try await exchange(from: storeIndex)
+            case 77..<83: try await sync()
+            case 83..<87: try await migrate()
+            case 87..<91: try await collectGarbage(storeIndex)
+            default: try await query(storeIndex)
             }
             if failed { break }
             try await checkStore(stores[0], full: index == steps - 1)
@@ -478,8 +556,7 @@ final class StressRun {
         // A replica with the same history merges to the same version.
         var replicaVersion: Hash?
         if heads.count > 1, chance(50) {
-            let replica = Store(backend: MemoryBackend(), configuration: .init(replica: "replica", clock: { _ = (); return Date(timeIntervalSince1970: 0) }))
-            try await store.exchange(to: replica)
+            let replica = try await replica(of: store)
             replicaVersion = try await replica.mergeHeads(strategy: strategy)?.version?.id
         }
         let outcome = try await store.mergeHeads(strategy: strategy)
@@ -503,33 +580,69 @@ final class StressRun {
         guard heads.count >= 2 else { return try await commit(storeIndex, onOld: true) }
         let a = pick(heads)
         let b = pick(heads.filter { $0.id != a.id })
-        let strategy = randomStrategy(manual: false)
-        trace.append("\(step): store \(storeIndex) merge \(a.id.abbreviated()) \(b.id.abbreviated()) \(strategy)")
-        let outcome = try await store.merge(a.id, b.id, strategy: strategy)
+        let asked = randomStrategy(manual: true)
+        trace.append("\(step): store \(storeIndex) merge \(a.id.abbreviated()) \(b.id.abbreviated()) \(asked)")
+        var strategy = asked
+        var outcome = try await store.merge(a.id, b.id, strategy: strategy)
+        var stoppedAt: [MergeConflict]?
+        if case .conflicts(let found) = outcome {
+            // Manual stops and commits nothing; conflicts() lists the same (ours: the head whose hash sorts first).
+            check(asked == .manual, "only manual stops at conflicts")
+            check(Set(try await store.heads().map(\.id)) == Set(heads.map(\.id)), "a merge that stopped at conflicts changed the heads")
+            if heads.count == 2 {
+                let listed = try await store.conflicts()
+                let swapped = found.map { MergeConflict(key: $0.key, property: $0.property, base: $0.base, ours: $0.theirs, theirs: $0.ours) }
+                check(listed == (a.id < b.id ? found : swapped), "conflicts() lists \(listed.count), the manual merge stopped at \(found.count)")
+            }
+            stoppedAt = found
+            strategy = randomStrategy(manual: false)
+            trace.append("\(step): stopped at \(found.count) conflicts, merged \(strategy)")
+            outcome = try await store.merge(a.id, b.id, strategy: strategy)
+        }
         guard case .merged(let version, let report) = outcome else {
             check(false, "two heads did not merge: \(outcome)")
             return
         }
+        let ours = model.states[a.id] ?? [:], theirs = model.states[b.id] ?? [:]
+        var base = RecordState()
+        if let ancestor = report.ancestor { base = try await readState(store, at: ancestor) }
+        let conflicts = StressModel.conflicts(base: base, ours: ours, theirs: theirs)
+        check(report.resolved == conflicts, "the merge reports \(report.resolved.count) conflicts, the model \(conflicts.count): \(report.resolved.map(\.key).prefix(4)) vs \(conflicts.map(\.key).prefix(4))")
+        if asked == .manual {
+            check((stoppedAt ?? []) == conflicts, "a manual merge stopped at \(stoppedAt?.count ?? 0) conflicts, the model has \(conflicts.count): \(conflicts.map { "\($0.key).\($0.property ?? "*")" }.prefix(4))")
+        }
+
         let mirrored: MergeStrategy = switch strategy {
         case .ours: .theirs
         case .theirs: .ours
         default: strategy
         }
         let reversed = try await store.merge(b.id, a.id, strategy: mirrored)
-        check(reversed.version?.id == version.id, "merge(a, b, \(strategy)) and merge(b, a, \(mirrored)) differ")
+        // A type's fixed side (people's .theirs) is not mirrored.
+        let takesFixedSide = usesResolvers && conflicts.contains { $0.key.type == "Person" }
+        check(takesFixedSide || reversed.version?.id == version.id, "merge(a, b, \(strategy)) and merge(b, a, \(mirrored)) differ")
         let heads2 = try await store.heads().map(\.id)
         check(heads2.contains(version.id) && !heads2.contains(a.id) && !heads2.contains(b.id), "the merge did not replace its two heads")
+        if usesResolvers, chance(40) {
+            let replica = try await replica(of: store)
+            let again = try await replica.merge(a.id, b.id, strategy: strategy)
+            check(again.version?.id == version.id, "a second replica merged to another version")
+        }
 
         // Root records merge as the documentation says.
-        let ours = model.states[a.id] ?? [:], theirs = model.states[b.id] ?? [:]
-        var base = RecordState()
-        if let ancestor = report.ancestor { base = try await readState(store, at: ancestor) }
         let merged = try await readState(store, at: version.id)
-        let oursWins: Bool? = strategy == .mostRecent ? nil : strategy == .ours
         let keys = Set(base.keys).union(ours.keys).union(theirs.keys).union(merged.keys).filter { !StressModel.childTypes.contains($0.type) }
         for key in keys.sorted() {
-            let (expected, open) = expectedRootMerge(base: base[key], ours: ours[key], theirs: theirs[key], oursWins: oursWins)
-            if open.contains("*") {
+            let conflicting = expectedRootMerge(base: base[key], ours: ours[key], theirs: theirs[key], oursWins: nil).open
+            let (expected, open) = expectedRootMerge(base: base[key], ours: ours[key], theirs: theirs[key], oursWins: oursWins(key.type, strategy))
+            if usesResolvers, key.type == "Task", !conflicting.isEmpty, !conflicting.contains("*") {
+                // The merged value is the resolver's.
+                guard StressModel.dangling(ours).isEmpty, StressModel.dangling(theirs).isEmpty,
+                      let o = try await store.value(Task.self, id: key.id, at: a.id), let t = try await store.value(Task.self, id: key.id, at: b.id) else { continue }
+                let value = try? await store.value(Task.self, id: key.id, at: version.id)
+                let resolved = Self.resolveTask(o, t)
+                check(value == resolved, "\(key) merged to \(String(describing: value)), the resolver returned \(resolved)")
+            } else if open.contains("*") {
                 check(merged[key] == ours[key] || merged[key] == theirs[key], "\(key) merged to neither side")
             } else if open.isEmpty {
                 check(merged[key] == expected, "\(key) merged to \(merged[key].map { "\($0.properties)" } ?? "nothing"), expected \(expected.map { "\($0.properties)" } ?? "nothing")")
@@ -570,6 +683,7 @@ final class StressRun {
 
     func migrate() async throws {
         let source = stores[0]
+        if chance(35) { return try await migrateLatest(source) }
         let middleKind = pick([AdapterKind.memory, .sqlite, .lmdb, .json])
         let backKind = pick([AdapterKind.memory, .sqlite, .lmdb])
         trace.append("\(step): migrate to \(middleKind) and back to \(backKind)")
@@ -596,6 +710,27 @@ final class StressRun {
         }
     }
 
+    /// A migration of the heads' states only: a parentless version per head, with its root.
+    func migrateLatest(_ source: Store) async throws {
+        let kind = pick([AdapterKind.memory, .sqlite, .lmdb, .json])
+        trace.append("\(step): migrate latest only to \(kind)")
+        let target = try makeStore(kind, replica: "a")
+        kinds.removeLast()
+        try await source.migrate(to: target, latestOnly: true)
+        let (sourceHeads, copied) = (try await source.heads(), try await target.heads())
+        check(copied.allSatisfy(\.parents.isEmpty), "a latest-only migration copied parents")
+        check(copied.map(\.root).sorted() == sourceHeads.map(\.root).sorted(), "a latest-only migration has other roots than the heads")
+        check(try await target.log().count == copied.count, "a latest-only migration copied more than the heads")
+        for version in copied {
+            guard let head = sourceHeads.first(where: { $0.root == version.root }), let expected = model.states[head.id] else { continue }
+            let actual = try await readState(target, at: version.id)
+            check(actual == expected, "a latest-only copy reads otherwise than the model: \(difference(actual, expected))")
+        }
+        let report = try await target.verify()
+        check(report.isIntact && report.unreachableObjects == 0, "a latest-only copy: \(report.damage.prefix(3)), \(report.unreachableObjects) unreachable")
+        try await target.close()
+    }
+
     func hashes(_ store: Store) async throws -> Set<Hash> {
         var all = Set<Hash>()
         try await store.backend.enumerateHashes(batchSize: 500) { all.formUnion($0) }
@@ -611,6 +746,44 @@ final class StressRun {
         let after = try await store.verify()
         check(after.unreachableObjects == 0 && after.reachableObjects == before.reachableObjects, "gc left \(after.unreachableObjects) unreachable, reachable \(before.reachableObjects) -> \(after.reachableObjects)")
         try await checkStore(store, full: true)
+    }
+
+    // MARK: reads
+
+    /// Reads of random versions against the model: records by key, a snapshot's records by
+    /// type, the diff of two versions, and the history of a few keys.
+    func query(_ storeIndex: Int) async throws {
+        let store = stores[storeIndex]
+        let log = try await store.log()
+        guard !log.isEmpty, log.allSatisfy({ model.states[$0.id] != nil }) else { return }
+        let (v, w) = (pick(log), pick(log))
+        let (state, older) = (model.states[v.id]!, chance(15) ? RecordState() : model.states[w.id]!)
+        trace.append("\(step): store \(storeIndex) query \(v.id.abbreviated()) \(w.id.abbreviated())")
+        let known = Array(Set(state.keys).union(older.keys))
+        var keys = (0..<Int.random(in: 1...6, using: &random)).compactMap { _ in known.isEmpty ? nil : pick(known) }
+        keys += [RecordKey(type: "Task", id: pick(Self.taskIds)), itemKey("absent"), RecordKey(type: "Zebra", id: "z")]
+        let found = try await store.records(keys, at: v.id)
+        check(found == state.filter { keys.contains($0.key) }, "records(_:at:) differ from the model for \(keys)")
+        let snapshot = try await store.snapshot(at: v.id)
+        for type in StressModel.types {
+            let expected = state.values.filter { $0.key.type == type }.sorted { $0.key < $1.key }
+            check(try await snapshot.records(ofType: type) == expected, "a snapshot's \(type) records differ from the model")
+        }
+        let from: Hash? = older.isEmpty ? nil : w.id
+        let changes = try await store.diff(from: from, to: v.id)
+        let expected = Set(state.keys).union(older.keys).filter { state[$0] != older[$0] }.sorted()
+            .map { RecordChange(key: $0, old: older[$0], new: state[$0]) }
+        check(changes == expected, "diff(from: \(from?.abbreviated() ?? "nil"), to: \(v.id.abbreviated())) differs from the model: \(changes.count) changes, \(expected.count) expected")
+        // History, brute force: a version changed a key when its record differs from every parent's.
+        let byId = Dictionary(log.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for key in keys.prefix(3) {
+            let listed = try await store.history(of: key).map(\.id)
+            let brute = log.filter { version in
+                let now = model.states[version.id]?[key]
+                return version.parents.isEmpty ? now != nil : version.parents.allSatisfy { model.states[$0]?[key] != now }
+            }.map(\.id)
+            check(byId.count == log.count && listed == brute, "history(of: \(key)) lists \(listed.count) versions, brute force \(brute.count)")
+        }
     }
 
     // MARK: invariants
