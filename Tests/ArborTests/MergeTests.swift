@@ -466,6 +466,30 @@ import Testing
         #expect(try await behind.value(Task.self, id: "t", at: version.id)?.title == "behind")
     }
 
+    /// What a resolver returns replaces its record's children too, whatever the strategy does
+    /// with their own conflicts and whether their type sorts before or after the owner's
+    /// (most-recent settled them after the resolver ran; ours and theirs did for child types
+    /// sorting after the owner's).
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs]) func aResolversChildrenWin(strategy: MergeStrategy) async throws {
+        var resolvers = MergeResolvers()
+        resolvers.register(ResolverOwner.self) { _, ours, _ in
+            var merged = ours
+            merged.title = "resolved"
+            merged.parts = merged.parts.map { ResolverPart(id: $0.id, text: "resolved") }
+            return merged
+        }
+        try await withStore(.memory, strategy: strategy, resolvers: resolvers) { store in
+            let root = try await store.change(on: nil) { try $0.save(ResolverOwner(id: "o", title: "base", parts: [ResolverPart(id: "p", text: "base")])) }
+            let a = try await store.change(on: root) { try $0.save(ResolverOwner(id: "o", title: "a", parts: [ResolverPart(id: "p", text: "a")])) }
+            let b = try await store.change(on: root) { try $0.save(ResolverOwner(id: "o", title: "b", parts: [ResolverPart(id: "p", text: "b")])) }
+            for (ours, theirs) in [(a, b), (b, a)] {
+                let (version, _) = try merged(try await store.merge(ours.id, theirs.id))
+                #expect(try await store.value(ResolverOwner.self, id: "o", at: version.id)
+                    == ResolverOwner(id: "o", title: "resolved", parts: [ResolverPart(id: "p", text: "resolved")]))
+            }
+        }
+    }
+
     @Test func typeResolverAndOverride() async throws {
         var resolvers = MergeResolvers()
         resolvers.register(Task.self) { base, ours, theirs in
@@ -668,4 +692,16 @@ import Testing
         let there = try await b.merge(headB.id, headA.id, strategy: .mostRecent).version
         #expect(here != nil && here?.id == there?.id)
     }
+}
+
+/// An owner whose type name sorts before its children's.
+struct ResolverOwner: Storable, Equatable {
+    var id: String
+    var title: String
+    var parts: [ResolverPart]
+}
+
+struct ResolverPart: Storable, Equatable {
+    var id: String
+    var text: String
 }

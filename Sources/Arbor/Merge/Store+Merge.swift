@@ -142,6 +142,9 @@ extension Store {
         // Settle them: a type's override, else the strategy.
         var manual = [MergeConflict]()
         var recent = [(merge: RecordMerge, result: RecordMerge.Result)]()
+        // What resolvers return replaces the records and their children, whatever the strategy
+        // settles for those keys and in whatever order: it is applied last.
+        var resolved = [RecordKey: Record]()
         for (recordMerge, result) in pending {
             let rule = configuration.mergeResolvers.rule(for: recordMerge.key.type)
             switch (rule, recordMerge.ours != nil && recordMerge.theirs != nil) {
@@ -149,7 +152,7 @@ extension Store {
                 let records = try await resolve(self, recordMerge.key, base?.root, ours.root, theirs.root)
                 for record in records {
                     try record.validateForStorage()
-                    state.merged[record.key] = .some(record)
+                    resolved[record.key] = record
                 }
             default:
                 var effective = strategy
@@ -180,6 +183,7 @@ extension Store {
                 })
             }
         }
+        for (key, record) in resolved { state.merged[key] = .some(record) }
 
         try await state.enforceOwnership(store: self, source: source)
         let root = try await ProllyTree.apply(try state.edits(), to: ours.root, source: source)
