@@ -247,7 +247,7 @@ func expectedRootMerge(base: Record?, ours: Record?, theirs: Record?, oursWins: 
     }()
     static let steps = ProcessInfo.processInfo.environment["STRESS_STEPS"].flatMap(Int.init) ?? 120
 
-    @Test(arguments: [AdapterKind.memory, .sqlite, .lmdb], seeds)
+    @Test(arguments: [AdapterKind.memory, .sqlite, .lmdb, .postgres], seeds)
     func randomizedHistory(kind: AdapterKind, seed: UInt64) async throws {
         let run = try StressRun(kind: kind, seed: seed)
         defer { run.cleanUp() }
