@@ -15,13 +15,11 @@ struct ScratchStore: Sendable {
             backend = try openBackend(location, create: true)
         }
         // One hash is enough to refuse: a store of millions given by mistake is not listed.
-        var refs = [String: Hash]()
-        var holdsObjects = false
+        let refs: [String: Hash]
+        let holdsObjects: Bool
         do {
             refs = try await backend.refs()
-            try await backend.enumerateHashes(batchSize: 1) { if !$0.isEmpty { throw FoundAnObject() } }
-        } catch is FoundAnObject {
-            holdsObjects = true
+            holdsObjects = try await !backend.holdsNoObjects()
         } catch {
             try? await backend.close()
             throw error
@@ -67,6 +65,3 @@ struct ScratchStore: Sendable {
         (try await backend.refs(), Array(try await backend.allHashes()))
     }
 }
-
-/// Stops a listing of hashes at its first.
-private struct FoundAnObject: Error {}

@@ -152,7 +152,9 @@ extension Transfer {
 
 extension Backend {
     /// Whether the store holds no objects at all; reads at most one hash.
-    func holdsNoObjects() async throws -> Bool {
+    ///
+    /// - Complexity: one listing request, stopped at its first hash.
+    public func holdsNoObjects() async throws -> Bool {
         do {
             try await enumerateHashes(batchSize: 1) { batch in if !batch.isEmpty { throw FoundOne() } }
             return true

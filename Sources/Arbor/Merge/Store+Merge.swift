@@ -283,7 +283,7 @@ extension Store {
             let stamp = ChangeStamp(time: version.time, id: version.id)
             // The records this version changes, stamped whole; their properties are decoded next.
             var changed = [(bytes: [UInt8], key: RecordKey)]()
-            for (bytes, entry) in pending where parentPayloads.isEmpty ? here[bytes] != nil : parentPayloads.allSatisfy({ $0[bytes] != here[bytes] }) {
+            for (bytes, entry) in pending where changedFromParents(here[bytes], parentPayloads.lazy.map { $0[bytes] }) {
                 if entry.parts.contains(nil) {
                     result[entry.key, default: [:]][String?.none] = stamp
                     pending[bytes]?.parts.remove(nil)
@@ -300,7 +300,7 @@ extension Store {
                     try side[bytes].map { try decodeRecord(try recordBytes($0, of: key, blobs: blobs), of: key).properties } ?? [:]
                 }
                 let (now, before) = (properties[0], properties.dropFirst())
-                for case let name? in pending[bytes]?.parts ?? [] where before.isEmpty ? now[name] != nil : before.allSatisfy({ $0[name] != now[name] }) {
+                for case let name? in pending[bytes]?.parts ?? [] where changedFromParents(now[name], before.lazy.map { $0[name] }) {
                     result[key, default: [:]][name] = stamp
                     pending[bytes]?.parts.remove(name)
                 }

@@ -77,9 +77,7 @@ extension Store {
                 payloadAtRoot.merge(try await ProllyTree.lookup(keyBytes, inEach: roots, source: source)) { kept, _ in kept }
                 for version in chunk {
                     let current = payloadAtRoot[version.root]!
-                    let parentPayloads = version.parents.map { payloadAtRoot[rootOf[$0]!]! }
-                    let changed = parentPayloads.isEmpty ? current != nil : parentPayloads.allSatisfy { $0 != current }
-                    if changed { result.append(version) }
+                    if changedFromParents(current, version.parents.lazy.map { payloadAtRoot[rootOf[$0]!]! }) { result.append(version) }
                 }
                 if result.count >= limit { throw Enough() }
                 // A version comes after every version that builds on it: once listed, its root
@@ -136,4 +134,11 @@ extension Store {
     public func changes(in id: Hash) async throws -> [RecordChange] {
         try await diff(from: try await version(id).parents.first, to: id)
     }
+}
+
+/// Whether a version changed what it holds as `value` (`nil`: absent), its parents holding
+/// `parents`: it differs from every one of them, or, without parents, it is there at all. A
+/// merge that took the value from one parent did not change it.
+func changedFromParents<Value: Equatable>(_ value: Value?, _ parents: some Collection<Value?>) -> Bool {
+    parents.isEmpty ? value != nil : parents.allSatisfy { $0 != value }
 }
