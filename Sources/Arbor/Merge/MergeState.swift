@@ -100,9 +100,11 @@ struct MergeState {
         return result
     }
 
-    /// Restores ownership in the merged records: a child a merged record names but the merge
-    /// deleted is restored (from ours, else theirs), and a record that some version of a
-    /// changed record owned and no merged record owns any more is deleted, with what it owns.
+    /// Restores ownership in the merged records: a child one merged record took from another
+    /// is released by the other (``releaseSharedChildren()``), a child a merged record
+    /// names but the merge deleted is restored (from ours, else theirs), and a record that some
+    /// version of a changed record owned and no merged record owns any more is deleted, with
+    /// what it owns.
     ///
     /// - Complexity: O(c log n) node reads for `c` records restored or orphaned; none when the
     ///   sides' trees agree.
@@ -113,6 +115,7 @@ struct MergeState {
             for bytes in [base[key], ours[key], theirs[key]] { candidates.formUnion(try bytes.map(RecordCoding.childKeys) ?? []) }
         }
         while true {
+            try releaseSharedChildren()
             var held = Set<RecordKey>()
             for case let (_, record?) in merged { held.formUnion(record.childKeys) }
             let dangling = held.filter { if case .some(.none) = merged[$0] { true } else { false } }.sorted()
@@ -142,6 +145,39 @@ struct MergeState {
             for key in orphans {
                 if case .some(.some(let record)) = merged[key] { candidates.formUnion(record.childKeys) }
                 merged[key] = .some(nil)
+            }
+        }
+    }
+
+    /// Leaves each child with one merged record, where the merge gave it several: ownership
+    /// allows one owner. A record that held the child at the ancestor, and from which a side took
+    /// it (moving it away, or deleting the record), lets it go first: the merge kept it whole
+    /// from the other side (a record deleted on one side and changed on the other), so the
+    /// move stands. A record lets a child go only from arrays (``Record/releasing(_:)``); where
+    /// that one holds it otherwise, the others let it go in key order, and the move is undone.
+    /// Where both sides moved the child to different records, the record whose key sorts last
+    /// keeps it. Depends on the three versions alone, so both directions of a merge agree.
+    ///
+    /// - Complexity: O(m) for `m` merged records.
+    private mutating func releaseSharedChildren() throws {
+        var holders = [RecordKey: [RecordKey]]()
+        for case let (key, record?) in merged {
+            for child in Set(record.childKeys) { holders[child, default: []].append(key) }
+        }
+        for (child, keys) in holders where keys.count > 1 {
+            var moved = [RecordKey](), others = [RecordKey]()
+            for key in keys.sorted() {
+                let heldAtBase = try base[key].map { try RecordCoding.childKeys($0).contains(child) } ?? false
+                let takenAway = try [ours[key], theirs[key]].contains { bytes in
+                    try bytes.map { try !RecordCoding.childKeys($0).contains(child) } ?? true
+                }
+                if heldAtBase && takenAway { moved.append(key) } else { others.append(key) }
+            }
+            var holding = keys.count
+            for key in moved + others where holding > 1 {
+                guard case .some(.some(let record)) = merged[key], let released = record.releasing(child) else { continue }
+                merged[key] = .some(released)
+                holding -= 1
             }
         }
     }

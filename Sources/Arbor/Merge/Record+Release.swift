@@ -1,0 +1,41 @@
+extension Record {
+    /// This record without child `child`, dropped from the arrays that hold it at any depth;
+    /// `nil` if the record also holds it elsewhere (a property of its own, a map's value),
+    /// where taking it away would leave a value its type may not decode without.
+    func releasing(_ child: RecordKey) -> Record? {
+        var properties = properties
+        for (name, value) in properties where value.holdsChildren {
+            guard let kept = value.droppingElement(child) else { return nil }
+            properties[name] = kept
+        }
+        return Record(key: key, properties: properties)
+    }
+}
+
+extension PropertyValue {
+    /// This value without the array elements that are child `child`, at any depth; `nil` if it
+    /// also holds the child elsewhere (itself, or a map's value).
+    func droppingElement(_ child: RecordKey) -> PropertyValue? {
+        switch self {
+        case .child(let key):
+            return key == child ? nil : self
+        case .array(let values):
+            var kept = [PropertyValue]()
+            kept.reserveCapacity(values.count)
+            for value in values where value != .child(child) {
+                guard let value = value.droppingElement(child) else { return nil }
+                kept.append(value)
+            }
+            return .array(kept)
+        case .map(let values):
+            var kept = [String: PropertyValue](minimumCapacity: values.count)
+            for (name, value) in values {
+                guard let value = value.droppingElement(child) else { return nil }
+                kept[name] = value
+            }
+            return .map(kept)
+        default:
+            return self
+        }
+    }
+}
