@@ -293,16 +293,29 @@ public final class LMDBBackend: Backend, InPlaceReading {
         }
     }
 
-    /// The subset of `hashes` that the store holds.
+    /// The subset of `hashes` that the store holds, found where LMDB maps them (no copy).
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         try checkOpen("contains")
+        return Set(try lengths(hashes, "contains").keys)
+    }
+
+    /// The sizes of the objects among `hashes` that the store holds, read in one read
+    /// transaction where LMDB maps them (no copy).
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
+    public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
+        try checkOpen("get")
+        return try lengths(hashes, "get")
+    }
+
+    private func lengths(_ hashes: [Hash], _ operation: String) throws -> [Hash: Int] {
         let objects = environment.objects
-        return try environment.read("contains") { txn in
-            var result = Set<Hash>()
-            for hash in hashes where !result.contains(hash) {
-                if try txn.get(objects, LMDBBackend.key(hash)) != nil { result.insert(hash) }
+        return try environment.read(operation) { txn in
+            var result = [Hash: Int](minimumCapacity: hashes.count)
+            for hash in hashes where result[hash] == nil {
+                if let count = try hash.withUnsafeBytes({ key in try txn.withValue(objects, key) { $0?.count } }) { result[hash] = count }
             }
             return result
         }

@@ -250,20 +250,21 @@ final class PGResult {
         }
     }
 
-    /// Each row's object (a `hash`, `bytes` pair of columns), in row order. A row whose key is
-    /// not a 32-byte hash, or whose bytes are NULL, is damage to report, not a row to skip: an
-    /// enumeration that skipped it would also end early (a page shorter than asked for is the last).
-    func objects() throws -> [(hash: Hash, bytes: [UInt8])] {
+    /// Each row's object (columns `hash`, `bytes` or NULL where the object is left to read by
+    /// hash, and its size), in row order. A row whose key is not a 32-byte hash, or whose bytes
+    /// are NULL (no size), is damage to report, not a row to skip: an enumeration that skipped it
+    /// would also end early (a page shorter than asked for is the last).
+    func enumeratedObjects() throws -> [EnumeratedObject] {
         try (0..<rowCount).map { row in
             let hash = try checkedHash(row, 0)
-            guard let bytes = bytes(row, 1) else {
+            guard let size = int64(row, 2) else {
                 throw ArborError(.corruptObject, "object \(hash) has no bytes (NULL)", backend: "postgres", operation: "enumerate")
             }
-            return (hash, bytes)
+            return EnumeratedObject(hash: hash, size: Int(size), bytes: bytes(row, 1))
         }
     }
 
-    /// Each row's hash (column 0), in row order; ``objects()`` says why a bad one throws.
+    /// Each row's hash (column 0), in row order; ``enumeratedObjects()`` says why a bad one throws.
     func hashes() throws -> [Hash] {
         try (0..<rowCount).map { try checkedHash($0, 0) }
     }
@@ -535,4 +536,12 @@ private func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>
     let copies = strings.map { strdup($0) }
     defer { copies.forEach { free($0) } }
     return body(copies.map { UnsafePointer($0) } + [nil])
+}
+
+/// An object as an enumeration's scan finds it: its bytes, or only its size where it is large
+/// (read by hash after).
+struct EnumeratedObject: Sendable {
+    var hash: Hash
+    var size: Int
+    var bytes: [UInt8]?
 }

@@ -158,6 +158,25 @@ public final class PostgresBackend: Backend {
         }
     }
 
+    /// The sizes of the objects among `hashes` that the store holds: `octet_length` of a value
+    /// kept out of line reads its size from the pointer to it, not the value.
+    public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
+        try checkOpen("get")
+        if hashes.isEmpty { return [:] }
+        let unique = Array(Set(hashes))
+        return try await pool.withConnection("get", rerunsOnALostConnection: true) { connection in
+            var result = [Hash: Int](minimumCapacity: unique.count)
+            for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
+                let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
+                let rows = try connection.execute(Statements.sizes, [.hashArray(chunk)], operation: "get")
+                for row in 0..<rows.rowCount {
+                    if let hash = rows.hash(row, 0), let size = rows.int64(row, 1) { result[hash] = Int(size) }
+                }
+            }
+            return result
+        }
+    }
+
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         try checkOpen("contains")
         if hashes.isEmpty { return [] }
@@ -236,12 +255,62 @@ public final class PostgresBackend: Backend {
     /// table during the enumeration (`VACUUM FULL`, `CLUSTER`) moves its rows, so it is detected
     /// and thrown (``ArborError/Code/engine``) rather than skip or repeat objects.
     ///
+    /// The scans bring objects up to ``enumerationInlineBytes`` with their rows, and only the
+    /// size of larger ones, which are then read by hash, as many at once as
+    /// ``enumerationBatchBytes`` holds: a page of the table holds a hundred rows of large
+    /// objects kept out of line, and a range of pages sized for a batch of small rows held
+    /// gigabytes of large ones. Each batch ends once it holds ``enumerationBatchBytes``.
+    ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        let limit = max(batchSize, 1)
+        let deliver: ([EnumeratedObject]) async throws -> Void = { rows in try await self.deliver(rows, limit: limit, to: body) }
         guard scansPageRanges else {
-            return try await scanObjects(Statements.pageObjects, batchSize: batchSize, hashOf: \.hash, body) { rows in try rows.objects() }
+            return try await scanObjects(Statements.pageObjects, batchSize: batchSize, hashOf: \.hash, deliver) { rows in try rows.enumeratedObjects() }
         }
-        try await scanPageRanges(Statements.pageRange, batchSize: batchSize, body) { rows in try rows.objects() }
+        try await scanPageRanges(Statements.pageRange, batchSize: batchSize, deliver) { rows in try rows.enumeratedObjects() }
+    }
+
+    /// Objects larger than this come out of an enumeration's scan as their size alone, and are
+    /// read by hash after: a batch of a thousand smaller ones holds at most about
+    /// ``enumerationBatchBytes``.
+    static let enumerationInlineBytes = 16 << 10
+
+    /// Hands `rows` to `body` in batches of at most `limit` objects that stop growing once they
+    /// hold ``enumerationBatchBytes``, reading the objects the scan gave by size alone, as many
+    /// at once as that holds. An object deleted since the scan is left out, as if the scan had
+    /// come after the delete.
+    private func deliver(
+        _ rows: [EnumeratedObject], limit: Int, to body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void
+    ) async throws {
+        var batch = [(hash: Hash, bytes: [UInt8])](), batchBytes = 0
+        func add(_ hash: Hash, _ bytes: [UInt8]) async throws {
+            if batch.count == limit || (!batch.isEmpty && batchBytes + bytes.count > enumerationBatchBytes) {
+                try await body(batch)
+                (batch, batchBytes) = ([], 0)
+            }
+            batch.append((hash, bytes))
+            batchBytes += bytes.count
+        }
+        var index = 0
+        while index < rows.count {
+            if let bytes = rows[index].bytes {
+                try await add(rows[index].hash, bytes)
+                index += 1
+                continue
+            }
+            // A run of large objects, as many as a batch's bytes hold (one at least).
+            var run = [Hash](), runBytes = 0
+            while index < rows.count, rows[index].bytes == nil, run.count < limit,
+                  run.isEmpty || runBytes + rows[index].size <= enumerationBatchBytes {
+                run.append(rows[index].hash)
+                runBytes += rows[index].size
+                index += 1
+            }
+            let found = try await get(run)
+            for hash in run { if let bytes = found[hash] { try await add(hash, bytes) } }
+        }
+        if !batch.isEmpty { try await body(batch) }
     }
 
     /// Every object's hash and size, each checked by the server (`sha256(bytes) = hash`), a
@@ -417,6 +486,8 @@ enum Statements {
             SELECT hash, bytes FROM walk LIMIT $2
             """,
         types: [PGType.byteaArray, PGType.int8])
+    static let sizes = PreparedStatement(
+        name: "arbor_sizes", sql: "SELECT hash, octet_length(bytes)::int8 FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
     static let contains = PreparedStatement(
         name: "arbor_contains", sql: "SELECT hash FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
     static let put = PreparedStatement(
@@ -426,17 +497,22 @@ enum Statements {
     static let page = PreparedStatement(
         name: "arbor_page", sql: "SELECT hash FROM arbor_objects WHERE hash > $1 ORDER BY hash LIMIT $2", types: [PGType.bytea, PGType.int8])
     /// The objects on pages [$1, $2) of the table: a TID range scan (PostgreSQL 14+).
+    /// (Objects larger than ``PostgresBackend/enumerationInlineBytes`` come as their size alone:
+    /// `octet_length` of a value kept out of line reads its size from the pointer to it.)
     static let pageRange = PreparedStatement(
         name: "arbor_page_range",
-        sql: "SELECT hash, bytes FROM arbor_objects WHERE ctid >= ('(' || $1 || ',0)')::tid AND ctid < ('(' || $2 || ',0)')::tid",
+        sql: "SELECT hash, \(inlineBytes), octet_length(bytes)::int8 FROM arbor_objects WHERE ctid >= ('(' || $1 || ',0)')::tid AND ctid < ('(' || $2 || ',0)')::tid",
         types: [PGType.int8, PGType.int8])
+    /// The objects' bytes, where they are no larger than ``PostgresBackend/enumerationInlineBytes``.
+    private static let inlineBytes = "CASE WHEN octet_length(bytes) <= \(PostgresBackend.enumerationInlineBytes) THEN bytes END"
     /// Each object's hash and size on pages [$1, $2), and whether its bytes hash to it.
     static let pageRangeChecked = PreparedStatement(
         name: "arbor_page_range_checked",
         sql: "SELECT hash, octet_length(bytes)::int8, sha256(bytes) = hash FROM arbor_objects WHERE ctid >= ('(' || $1 || ',0)')::tid AND ctid < ('(' || $2 || ',0)')::tid",
         types: [PGType.int8, PGType.int8])
     static let pageObjects = PreparedStatement(
-        name: "arbor_page_objects", sql: "SELECT hash, bytes FROM arbor_objects WHERE hash > $1 ORDER BY hash LIMIT $2", types: [PGType.bytea, PGType.int8])
+        name: "arbor_page_objects", sql: "SELECT hash, \(inlineBytes), octet_length(bytes)::int8 FROM arbor_objects WHERE hash > $1 ORDER BY hash LIMIT $2",
+        types: [PGType.bytea, PGType.int8])
     static let delete = PreparedStatement(
         name: "arbor_delete", sql: "DELETE FROM arbor_objects WHERE hash = ANY($1::bytea[])", types: [PGType.byteaArray])
     static let refs = PreparedStatement(name: "arbor_refs", sql: "SELECT name, hash FROM arbor_refs", types: [])

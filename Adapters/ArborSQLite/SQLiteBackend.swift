@@ -386,13 +386,19 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try lookUp(hashes, "SELECT bytes FROM objects WHERE hash = ?1") { $0.bytes(0) }
+    }
+
+    /// What `column` reads of the row `sql` finds for each of `hashes` (bound as ?1) that the
+    /// store holds, in one snapshot.
+    private func lookUp<Value>(_ hashes: [Hash], _ sql: String, _ column: (SQLiteStatement) -> Value) throws -> [Hash: Value] {
         try withReader("get") { db in
             try db.readSnapshot(statements: hashes.count) {
-                var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
-                try db.withStatement("SELECT bytes FROM objects WHERE hash = ?1") { statement in
+                var result = [Hash: Value](minimumCapacity: hashes.count)
+                try db.withStatement(sql) { statement in
                     for hash in hashes where result[hash] == nil {
                         try statement.bind(hash, at: 1)
-                        if try statement.step() { result[hash] = statement.bytes(0) }
+                        if try statement.step() { result[hash] = column(statement) }
                         statement.reset()
                     }
                 }
@@ -436,6 +442,14 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                 return try statement.withBlob(0, body)
             }
         }
+    }
+
+    /// The sizes of the objects among `hashes` that the store holds, in one snapshot:
+    /// `length()` of a blob reads its size from the row, not the overflow pages that hold it.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
+    public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
+        try lookUp(hashes, "SELECT length(bytes) FROM objects WHERE hash = ?1") { $0.integer(0) }
     }
 
     /// The subset of `hashes` that the store holds.

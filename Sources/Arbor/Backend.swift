@@ -24,6 +24,16 @@ public protocol Backend: Sendable {
     /// The subset of `hashes` that the store holds.
     func contains(_ hashes: [Hash]) async throws -> Set<Hash>
 
+    /// The size in bytes of each object among `hashes` that the store holds (missing ones are
+    /// left out), found without reading the objects' bytes; `nil` when the engine cannot tell
+    /// so cheaply (the default). Exchanges, migrations and verification read large records in
+    /// requests sized by it, each holding about 16 MB whatever the records' sizes; without it,
+    /// requests grow step by step from the sizes read so far (``BlobRequestSizer``), and a run of
+    /// large records after many smaller ones can be read a thousand at once.
+    ///
+    /// - Complexity: one request.
+    func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]?
+
     /// The objects among `hashes` that the store holds, and with them, at the backend's
     /// choice, ancestors of those that are commits (following parents), nearest generations
     /// first, up to `limit` objects in all.
@@ -126,13 +136,17 @@ extension Backend {
         try await get(hashes)
     }
 
+    /// Returns `nil`: sizes are not known before reading.
+    public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? { nil }
+
     /// Returns `false`: the engine cannot hash.
     public func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool {
         false
     }
 
     /// Each batch of ``enumerateHashes(batchSize:_:)``, read with ``get(_:)`` in requests sized
-    /// by the objects read so far (``BlobRequestSizer``) and handed on once they hold
+    /// by ``objectSizes(_:)``, or where it says nothing by the objects read so far
+    /// (``BlobRequestSizer``), and handed on once they hold
     /// ``enumerationBatchBytes``: a batch of a thousand large records would otherwise be read
     /// whole. An object deleted in between is left out.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
@@ -140,7 +154,7 @@ extension Backend {
         try await enumerateHashes(batchSize: batchSize) { hashes in
             var batch = [(hash: Hash, bytes: [UInt8])]()
             var size = 0
-            try await requests.inRequests(hashes, fetch: get) { request, objects in
+            try await requests.inRequests(hashes, sizes: try await objectSizes(hashes), fetch: get) { request, objects in
                 // A request that would take the batch past the budget starts the next one.
                 let requestSize = objects.values.reduce(0) { $0 + $1.count }
                 if !batch.isEmpty && size + requestSize > enumerationBatchBytes {

@@ -31,6 +31,7 @@ extension ForwardingBackend {
     public var engineName: String { inner.engineName }
     public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] { try await inner.get(hashes) }
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> { try await inner.contains(hashes) }
+    public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? { try await inner.objectSizes(hashes) }
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws { try await inner.put(objects) }
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
         try await inner.enumerateHashes(batchSize: batchSize, body)

@@ -41,6 +41,14 @@ public final class MemoryBackend: Backend, InPlaceReading {
         return try bytes.withUnsafeBytes(body)
     }
 
+    public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
+        try withOpenState("get") { state in
+            var result = [Hash: Int](minimumCapacity: hashes.count)
+            for hash in hashes { if let bytes = state.objects[hash] { result[hash] = bytes.count } }
+            return result
+        }
+    }
+
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         try withOpenState("contains") { state in Set(hashes.filter { state.objects[$0] != nil }) }
     }

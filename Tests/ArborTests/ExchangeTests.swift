@@ -173,6 +173,45 @@ import Testing
         #expect(try await target.values(Attachment.self) == store.values(Attachment.self))
     }
 
+    /// Large records after many smaller blobs: requests sized by the reads so far would have grown
+    /// to a thousand blobs, and met forty records of 1 MB at once. The engine tells the sizes
+    /// before reading (``Backend/objectSizes(_:)``), and every request holds about 16 MB.
+    @Test func largeRecordsAfterManySmallerOnesAreReadInRequestsOfBoundedSize() async throws {
+        let size = 1 << 20
+        let backend = LargestReadBackend(MemoryBackend())
+        let store = Store(backend: backend)
+        var changes = ChangeSet()
+        for index in 0..<1_500 { try changes.save(Attachment(id: String(format: "a%04d", index), data: Data(repeating: UInt8(index % 256), count: 2_000))) }
+        for index in 0..<40 { try changes.save(Attachment(id: "z\(index)", data: Data(repeating: UInt8(index), count: size))) }
+        try await store.commit(changes)
+        let bound = BlobRequestSizer.byteBudget + 1_024
+        backend.reset()
+        let target = Store(backend: MemoryBackend())
+        try await store.exchange(to: target)
+        #expect(backend.largestRead > size && backend.largestRead <= bound, "exchange: \(backend.largestRead)")
+        backend.reset()
+        #expect(try await store.verify().isIntact)
+        #expect(backend.largestRead > size && backend.largestRead <= bound, "verify: \(backend.largestRead)")
+        backend.reset()
+        _ = try await store.collectGarbage(gracePeriod: .zero)
+        #expect(backend.largestRead > size && backend.largestRead <= bound, "gc: \(backend.largestRead)")
+        #expect(try await target.values(Attachment.self) == store.values(Attachment.self))
+    }
+
+    /// Requests cut by the sizes an engine tells: as many as 16 MB holds, one at least, and a
+    /// blob it does not know counts as empty.
+    @Test func blobRequestsFollowTheSizesTold() {
+        let sizer = BlobRequestSizer(maximumCount: 1_000)
+        let hashes = (0..<6).map { Hash.of([UInt8($0)]) }
+        let mb = 1 << 20
+        let sizes = [hashes[0]: 10 * mb, hashes[1]: 6 * mb, hashes[2]: 1 * mb, hashes[3]: 40 * mb, hashes[4]: 5]
+        #expect(sizer.count(of: hashes, sizes: sizes) == 2)
+        #expect(sizer.count(of: hashes[2...], sizes: sizes) == 1)
+        #expect(sizer.count(of: hashes[3...], sizes: sizes) == 1)
+        #expect(sizer.count(of: hashes[4...], sizes: sizes) == 2)
+        #expect(sizer.count(of: hashes, sizes: nil) == 1)
+    }
+
     /// Requests of blobs start at one, grow at most twofold, and hold about 16 MB of the
     /// largest blob read so far: after many small records, large ones are not met a thousand
     /// at once.

@@ -71,7 +71,7 @@ extension ConformanceCase {
             }
         },
 
-        ConformanceCase(.contract, "object-sizes", "objects of 0 bytes to 4 MB read back byte for byte") { context in
+        ConformanceCase(.contract, "object-sizes", "objects of 0 bytes to 4 MB read back byte for byte, and their sizes are told right") { context in
             let sizes = [0, 1, 31, 32, 33, 1000, 4096, 65_535, 65_536, 65_537, 1 << 20, (1 << 20) + 1, 4 << 20]
             let objects = sizes.enumerated().map { TestObjects.object($0.offset, size: $0.element, seed: 7) }
             try await context.step("putting objects of \(sizes.count) sizes") {
@@ -80,6 +80,14 @@ extension ConformanceCase {
                     try expectSameBytes(try await context.backend.get([object.hash])[object.hash], object.bytes, "an object of \(size) bytes reads back")
                 }
                 try expectObjects(objects, in: try await context.backend.get(objects.map(\.hash)), "objects of all sizes read back in one batch")
+            }
+            try await context.step("asking the objects' sizes") {
+                // Optional (nil: not known before reading); where told, exact: requests are cut by them.
+                let unknown = TestObjects.unknownHash(0)
+                if let told = try await context.backend.objectSizes(objects.map(\.hash) + [unknown]) {
+                    try expectEqual(told, Dictionary(uniqueKeysWithValues: objects.map { ($0.hash, $0.bytes.count) }),
+                                    "objectSizes tells each stored object's size in bytes, and leaves out an unknown hash")
+                }
             }
         },
 

@@ -438,7 +438,8 @@ final class Transfer {
         for piece in pieces { register(piece.wanted) }
         // Each request's blobs go to the writer before the next is read: a group of leaves may
         // name thousands of them, of up to 256 MiB each.
-        try await blobRequests.inRequests(blobs, fetch: fetch) { request, fetched in
+        let sizes = blobs.isEmpty ? nil : try await source.objectSizes(blobs)
+        try await blobRequests.inRequests(blobs, sizes: sizes, fetch: fetch) { request, fetched in
             for blob in request {
                 let bytes = fetched[blob] ?? []
                 _ = try links(of: blob, bytes, expecting: .blob)

@@ -382,8 +382,11 @@ struct IntegrityWalk {
         // of leaves may name thousands of blobs, of up to 256 MiB each.
         var unread = blobs[...]
         var checkedBlobs = Set<Hash>()
+        // Sizes only size the requests: where the engine fails to tell them (a damaged store),
+        // the requests grow from the sizes read, and reading reports the damage.
+        let sizes = blobs.isEmpty ? nil : (try? await backend.objectSizes(blobs.map(\.blob))) ?? nil
         while !unread.isEmpty {
-            let request = unread.prefix(blobRequests.count)
+            let request = unread.prefix(blobRequests.count(of: unread.lazy.map(\.blob), sizes: sizes))
             unread = unread.dropFirst(request.count)
             let fetchedBlobs = try await fetch(request.map(\.blob), namedBy: "a leaf")
             blobRequests.read(fetchedBlobs.values.lazy.map(\.count), requested: request.count)
