@@ -43,7 +43,9 @@ public struct MergeResolvers: Sendable {
 
     /// Records of `type` with conflicting properties are merged by `resolve`, given the
     /// ancestor's value (`nil` if it had none), ours and theirs, each with its whole value tree.
-    /// The value returned (with the same id) replaces the record and its children.
+    /// The value returned (with the same id) replaces the record and its children, but for a
+    /// child that one side moved from it to another record: as for any merged record, an array
+    /// of the value lets that child go, so that it has one owner.
     public mutating func register<Value: Storable>(
         _ type: Value.Type, _ resolve: @escaping @Sendable (_ base: Value?, _ ours: Value, _ theirs: Value) throws -> Value
     ) {
