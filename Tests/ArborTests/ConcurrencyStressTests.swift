@@ -6,19 +6,6 @@ import ArborJSON
 import ArborLMDB
 import ArborSQLite
 
-/// A folder of pages: the value tree the concurrency stress test commits.
-struct RaceFolder: Storable, Equatable {
-    var id: String
-    var title: String
-    var pages: [RacePage] = []
-}
-
-/// A page, owned by one ``RaceFolder``.
-struct RacePage: Storable, Equatable {
-    var id: String
-    var text: String
-}
-
 /// Randomized runs of several `Store` instances on one backend (a shared `MemoryBackend`, or one
 /// SQLite file, LMDB environment or JSON folder opened once per instance), whose tasks commit,
 /// commit on older versions, merge, exchange with a second store, crash mid-commit and retry,
@@ -342,27 +329,20 @@ final class ConcurrentRun: Sendable {
     }
 }
 
-/// One task of a run: a sequence of random operations on one store instance, on records of
-/// its own (ids prefixed with its name), so that what each commit wrote is known exactly.
-final class Worker: Sendable {
+/// One worker of a run, in a task of its own: a sequence of random operations on one store
+/// instance, on records of its own (ids prefixed with its name), so that what each commit wrote
+/// is known exactly.
+struct Worker: Sendable {
     let run: ConcurrentRun
     let store: Store
     let storeIndex: Int
     let name: String
     let seed: UInt64
 
-    init(run: ConcurrentRun, store: Store, storeIndex: Int, name: String, seed: UInt64) {
-        self.run = run
-        self.store = store
-        self.storeIndex = storeIndex
-        self.name = name
-        self.seed = seed
-    }
-
-    /// The task's own state: its generator and its folders as it last saved them.
+    /// The worker's own state: its generator and its tasks (records) as it last saved them.
     struct State {
         var random: SeededGenerator
-        var folders: [String: RaceFolder] = [:]
+        var tasks: [String: Task] = [:]
         var counter = 0
 
         mutating func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &random) < percent }
@@ -412,58 +392,58 @@ final class Worker: Sendable {
         }
     }
 
-    /// A random change set on this task's folders: new ones, edits, deletions and moves of a
-    /// page between two folders; and what it writes.
+    /// A random change set on this worker's tasks: new ones, edits, deletions and moves of a
+    /// note between two tasks; and what it writes.
     func changes(_ state: inout State) throws -> (changes: ChangeSet, wrote: [RecordKey: Record?], summary: String) {
         var changes = ChangeSet()
         var wrote = [RecordKey: Record?]()
         var used = Set<String>()
         var summary = [String]()
-        func save(_ folder: RaceFolder) throws {
-            try changes.save(folder)
-            for record in try RecordEncoder.records(of: folder) { wrote[record.key] = .some(record) }
-            used.insert(folder.id)
+        func save(_ task: Task) throws {
+            try changes.save(task)
+            for record in try RecordEncoder.records(of: task) { wrote[record.key] = .some(record) }
+            used.insert(task.id)
         }
         for _ in 0..<Int.random(in: 1...3, using: &state.random) {
-            let available = state.folders.keys.filter { !used.contains($0) }.sorted()
-            // Only a new folder when there is none to change.
+            let available = state.tasks.keys.filter { !used.contains($0) }.sorted()
+            // Only a new task when there is none to change.
             switch available.isEmpty ? 0 : Int.random(in: 0..<100, using: &state.random) {
             case 0..<35:
-                let id = "\(name)-f\(state.fresh())"
-                let pages = (0..<Int.random(in: 0...3, using: &state.random)).map { _ in RacePage(id: "\(name)-p\(state.fresh())", text: "new") }
-                let folder = RaceFolder(id: id, title: "made \(state.fresh())", pages: pages)
-                try save(folder)
-                state.folders[id] = folder
-                summary.append("new \(id) \(pages.map(\.id))")
+                let id = "\(name)-t\(state.fresh())"
+                let notes = (0..<Int.random(in: 0...3, using: &state.random)).map { _ in Note(id: "\(name)-n\(state.fresh())", text: "new") }
+                let task = Task(id: id, title: "made \(state.fresh())", done: false, notes: notes)
+                try save(task)
+                state.tasks[id] = task
+                summary.append("new \(id) \(notes.map(\.id))")
             case 35..<70:
-                var folder = state.folders[state.pick(available)]!
-                folder.title = "edited \(state.fresh())"
-                if state.chance(40) { folder.pages.append(RacePage(id: "\(name)-p\(state.fresh())", text: "added")) }
-                if state.chance(30), !folder.pages.isEmpty { folder.pages.remove(at: Int.random(in: 0..<folder.pages.count, using: &state.random)) }
-                if state.chance(40), !folder.pages.isEmpty { folder.pages[0].text = "changed \(state.fresh())" }
-                try save(folder)
-                state.folders[folder.id] = folder
-                summary.append("edit \(folder.id) \(folder.pages.map(\.id))")
+                var task = state.tasks[state.pick(available)]!
+                task.title = "edited \(state.fresh())"
+                if state.chance(40) { task.notes.append(Note(id: "\(name)-n\(state.fresh())", text: "added")) }
+                if state.chance(30), !task.notes.isEmpty { task.notes.remove(at: Int.random(in: 0..<task.notes.count, using: &state.random)) }
+                if state.chance(40), !task.notes.isEmpty { task.notes[0].text = "changed \(state.fresh())" }
+                try save(task)
+                state.tasks[task.id] = task
+                summary.append("edit \(task.id) \(task.notes.map(\.id))")
             case 70..<82:
                 let id = state.pick(available)
-                try changes.delete(RaceFolder.self, id: id)
-                wrote[RecordKey(type: RaceFolder.typeName, id: id)] = .some(nil)
+                try changes.delete(Task.self, id: id)
+                wrote[RecordKey(type: Task.typeName, id: id)] = .some(nil)
                 used.insert(id)
-                state.folders[id] = nil
+                state.tasks[id] = nil
                 summary.append("delete \(id)")
             default:
-                let holders = available.filter { !(state.folders[$0]?.pages.isEmpty ?? true) }
+                let holders = available.filter { !(state.tasks[$0]?.notes.isEmpty ?? true) }
                 guard !holders.isEmpty, available.count > 1 else { continue }
                 let from = state.pick(holders)
                 let to = state.pick(available.filter { $0 != from })
-                var source = state.folders[from]!, target = state.folders[to]!
-                let page = source.pages.remove(at: Int.random(in: 0..<source.pages.count, using: &state.random))
-                target.pages.append(page)
+                var source = state.tasks[from]!, target = state.tasks[to]!
+                let note = source.notes.remove(at: Int.random(in: 0..<source.notes.count, using: &state.random))
+                target.notes.append(note)
                 try save(source)
                 try save(target)
-                state.folders[from] = source
-                state.folders[to] = target
-                summary.append("move \(page.id) \(from)→\(to)")
+                state.tasks[from] = source
+                state.tasks[to] = target
+                summary.append("move \(note.id) \(from)→\(to)")
             }
         }
         return (changes, wrote, summary.joined(separator: ", "))
@@ -559,7 +539,7 @@ final class Worker: Sendable {
         try await run.checkReadBack(version, in: store, storeName: name)
         let other = state.pick(versions)
         let changes = try await store.diff(from: other, to: version)
-        _ = try await store.records(ofType: RaceFolder.typeName, at: version)
+        _ = try await store.records(ofType: Task.typeName, at: version)
         run.note("\(name) read \(version.abbreviated()), \(changes.count) changes from \(other.abbreviated())")
     }
 }

@@ -137,13 +137,24 @@ public final class Store: Sendable {
 
     /// Replaces `removing` by `adding` in the head set, retrying the compare-and-swap until it
     /// lands: concurrent writers each keep their own head, so nothing is lost.
-    func updateHeads(removing: Set<Hash>, adding: Hash) async throws {
+    ///
+    /// `mayExist` says that `adding` may be a version the store held before (a merge another
+    /// replica or task made too, a fast-forward): one that a head builds on by the time of the
+    /// swap stays out of the heads.
+    func updateHeads(removing: Set<Hash>, adding: Hash, mayExist: Bool = false) async throws {
         var contention = RefContention()
+        var commits = [Hash: ObjectLinks]()
+        var reader = HistoryReader(backend)
         while true {
             let (ref, current) = try await headState()
             var heads = Set(current)
             heads.subtract(removing)
-            heads.insert(adding)
+            if mayExist, !heads.contains(adding) {
+                let builtOn = try await Transfer.ancestors(among: [adding], of: heads, reader: &reader, commits: &commits)
+                if builtOn.isEmpty { heads.insert(adding) }
+            } else {
+                heads.insert(adding)
+            }
             let bytes = try HeadSet.encode(heads)
             let hash = Hash.of(bytes)
             if hash == ref { return }
