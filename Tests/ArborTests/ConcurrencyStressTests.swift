@@ -109,8 +109,6 @@ final class ConcurrentRun: Sendable {
     let path: String?
     let journal = LockedJournal()
     let started = ContinuousClock.now
-    /// Whether a collection is running: only one may at a time.
-    let collecting = Atomic(false)
 
     init(kind: AdapterKind, seed: UInt64, grace: Duration) async throws {
         self.kind = kind
@@ -216,16 +214,24 @@ final class ConcurrentRun: Sendable {
             trace (\(trace.count) lines, to 20 past the first failure):
             \(trace.prefix(through: min(trace.count - 1, (trace.firstIndex { $0.contains("FAILURE") } ?? trace.count) + 20)).suffix(150).joined(separator: "\n"))
             """
-        if slowestWrite > grace {
-            // README (gc): a writer must not take longer than the grace period from writing its
-            // objects to moving its heads; a collection may remove them, and readers find them
-            // missing until it writes them back (or for good, past two grace periods).
+        // README (gc): a writer must not take longer than the grace period from writing its
+        // objects to moving its heads; else a collection may remove them, and readers find them
+        // missing until it writes them back (or for good, past two grace periods). What that
+        // explains is a known issue of such a run; anything else is not.
+        let unexplained = failures.filter { !ConcurrentRun.isMissingObject($0) }
+        if slowestWrite > grace && unexplained.isEmpty {
             withKnownIssue("a writer took \(slowestWrite), longer than the grace period of \(grace)", isIntermittent: true) {
                 Issue.record(Comment(rawValue: report))
             }
         } else {
-            Issue.record(Comment(rawValue: report))
+            Issue.record(Comment(rawValue: (unexplained.isEmpty ? "" : "unexplained by slow writers: \(unexplained.prefix(3))\n") + report))
         }
+    }
+
+    /// Whether a failure is an object missing from the store (an error, a version no longer
+    /// reachable, damage found by verify).
+    static func isMissingObject(_ failure: String) -> Bool {
+        ["is missing", "not reachable", "is damaged"].contains { failure.contains($0) }
     }
 
     /// Notes how long a writing operation took.
@@ -241,22 +247,33 @@ final class ConcurrentRun: Sendable {
         }
     }
 
-    /// Collects garbage `times` times, on random stores, at random moments; afterwards every
-    /// version recorded so far must still be reachable.
+    /// Collects garbage `times` times, one after another, on random stores, at random moments,
+    /// some cancelled midway; afterwards every version recorded so far must still be reachable.
     func collect(times: Int) async {
         var random = SeededGenerator(seed: seed &+ 0xC0FFEE)
         for round in 0..<times {
             try? await _Concurrency.Task.sleep(for: .milliseconds(Int.random(in: 50...400, using: &random)))
             let index = Int.random(in: 0..<stores.count, using: &random)
-            guard collecting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { continue }
-            defer { collecting.store(false, ordering: .releasing) }
-            note("gc\(round) on s\(index) starts")
+            let store = stores[index], grace = grace
+            let cancelAfter = random.next() % 3 == 0 ? grace * Double.random(in: 0...2.5, using: &random) : nil
+            note("gc\(round) on s\(index) starts\(cancelAfter.map { ", to be cancelled after \($0)" } ?? "")")
             do {
-                let report = try await stores[index].collectGarbage(gracePeriod: self.grace)
+                let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: grace) }
+                if let cancelAfter {
+                    try? await _Concurrency.Task.sleep(for: cancelAfter)
+                    collection.cancel()
+                }
+                let report = try await collection.value
                 note("gc\(round) on s\(index): removed \(report.removedObjects), kept late \(report.keptLate), rescued \(report.rescued), reachable \(report.reachableObjects)")
-                try await checkReachable(in: stores[index], recorded: localVersions, after: "gc\(round)")
+            } catch is CancellationError {
+                note("gc\(round) on s\(index) cancelled")
             } catch {
                 fail("gc\(round) on s\(index) threw: \(error)")
+            }
+            do {
+                try await checkReachable(in: store, recorded: localVersions, after: "gc\(round)")
+            } catch {
+                fail("reading the history after gc\(round) threw: \(error)")
             }
         }
     }
@@ -364,6 +381,7 @@ struct Worker: Sendable {
             case 58..<64: operation = "exchange in"
             case 64..<70: operation = "commit on the remote"
             case 70..<77 where storeIndex == 0: operation = "crash and retry"
+            case 77..<83: operation = "cancelled write"
             default: operation = "read"
             }
             let started = ContinuousClock.now
@@ -384,6 +402,7 @@ struct Worker: Sendable {
                 case "exchange in": try await exchangeIn()
                 case "commit on the remote": try await commitOnRemote(&state)
                 case "crash and retry": try await crashAndRetry(&state)
+                case "cancelled write": try await cancelledWrite(&state)
                 default: try await read(&state)
                 }
             } catch {
@@ -529,6 +548,33 @@ struct Worker: Sendable {
         run.wrote(for: ContinuousClock.now - started)
         run.recordLocal(version.id, wrote: wrote)
         run.note("\(name) retried → \(version.id.abbreviated()): \(summary)")
+    }
+
+    /// A commit or an exchange in, cancelled after a random moment: it lands or stops with
+    /// `CancellationError`, and nothing else.
+    func cancelledWrite(_ state: inout State) async throws {
+        let (changes, wrote, summary) = try changes(&state)
+        let exchanges = state.chance(30)
+        let store = store, remote = run.remote
+        let write = _Concurrency.Task { () async throws -> Version? in
+            if exchanges {
+                try await remote.exchange(to: store)
+                return nil
+            }
+            return try await store.commit(changes, message: summary)
+        }
+        try await _Concurrency.Task.sleep(for: .microseconds(Int.random(in: 0...4_000, using: &state.random)))
+        write.cancel()
+        do {
+            if let version = try await write.value {
+                run.recordLocal(version.id, wrote: wrote)
+                run.note("\(name) cancelled commit landed → \(version.id.abbreviated()) parents \(version.parents.map { $0.abbreviated() }): \(summary)")
+            } else {
+                run.note("\(name) cancelled exchange in landed")
+            }
+        } catch is CancellationError {
+            run.note("\(name) cancelled \(exchanges ? "exchange in" : "commit") stopped")
+        }
     }
 
     /// Reads a recorded version back, and diffs two.
