@@ -113,4 +113,28 @@ final class SwapGateBackend: ForwardingBackend {
         #expect(all.parents.contains(pair.id))
         #expect(try await first.heads().map(\.id) == [all.id])
     }
+
+    /// Two exchanges into one store at once, from replicas one version apart: the one behind
+    /// lands its head first. The one ahead, landing next, brings a descendant of that head,
+    /// which must go from the heads.
+    @Test func aHeadAnotherExchangeBroughtGoesWhenItsDescendantLands() async throws {
+        let behind = Store(backend: MemoryBackend(), configuration: .init(replica: "behind"))
+        let ahead = Store(backend: MemoryBackend(), configuration: .init(replica: "ahead"))
+        let shared = MemoryBackend()
+        let gate = SwapGateBackend(shared)
+        let target = Store(backend: shared, configuration: .init(replica: "target"))
+        try await behind.save(Task(id: "t", title: "base", done: false))
+        try await behind.exchange(to: target)
+        try await behind.save(Task(id: "t", title: "shared", done: false))
+        try await behind.exchange(to: ahead)
+        let newest = try await ahead.save(Task(id: "t", title: "ahead", done: false))
+
+        gate.arm()
+        async let late = ahead.exchange(to: Store(backend: gate, configuration: .init(replica: "target")))
+        await gate.waitForStoppedSwap()
+        try await behind.exchange(to: target)
+        gate.letGo()
+        _ = try await late
+        #expect(try await target.heads().map(\.id) == [newest.id])
+    }
 }

@@ -37,8 +37,8 @@ extension Transfer {
     /// `copied` are incoming heads the target lacked before this transfer: nothing the target
     /// had descends from them. `boundary` are versions the target had where the copied history
     /// met it: they and all their ancestors are no longer heads. `startRef` is the target's
-    /// heads ref when the transfer began: once it moved, a concurrent writer may have brought a
-    /// copied head too and built on it, and each is checked.
+    /// heads ref when the transfer began: once it moved, a concurrent writer may have landed
+    /// part of the copied history as heads, or built on a copied head, and both are checked.
     ///
     /// - Complexity: O(v) commit reads for the `v` versions of the target newer than the oldest
     ///   head involved that the target already had; none when the target had none of them.
@@ -51,10 +51,14 @@ extension Transfer {
         while true {
             let (ref, current) = try await Transfer.headState(of: target)
             let candidates = Set(current).union(incoming).subtracting(copied)
-            let ancestors = try await Transfer.ancestors(among: candidates, of: candidates, walkingAlso: boundary, reader: &reader, commits: &commits)
+            // Once the heads moved, a concurrent writer (another exchange) may have landed part
+            // of the copied history as heads, or built on a copied head.
+            let raced = ref != startRef && !copied.isEmpty
+            let ancestors = try await Transfer.ancestors(
+                among: candidates, of: raced ? candidates.union(copied) : candidates, walkingAlso: boundary, reader: &reader, commits: &commits)
             var heads = candidates.subtracting(ancestors)
             var added = copied
-            if ref != startRef, !added.isEmpty {
+            if raced {
                 added.subtract(try await Transfer.ancestors(among: added, of: heads, reader: &reader, commits: &commits))
             }
             heads.formUnion(added)
