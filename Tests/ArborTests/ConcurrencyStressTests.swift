@@ -14,7 +14,7 @@ import ArborSQLite
 /// both stores on one head. Concurrency makes runs nondeterministic: a failure prints the seed
 /// and the trace of operations as they interleaved. Longer hunts:
 /// `CONC_SEEDS=1-50 CONC_STEPS=40 swift test --skip-build --filter ConcurrencyStressTests`
-/// (`CONC_GRACE_MS` sets the collections' grace period, `CONC_COLLECTIONS` how many run,
+/// (`CONC_ADAPTERS=memory,lmdb` picks adapters, `CONC_GRACE_MS` sets the collections' grace period, `CONC_COLLECTIONS` how many run,
 /// `CONC_TRACE=1` prints every run's trace).
 @Suite struct ConcurrencyStressTests {
     static let environment = ProcessInfo.processInfo.environment
@@ -26,9 +26,11 @@ import ArborSQLite
     static let steps = environment["CONC_STEPS"].flatMap(Int.init) ?? 8
     static let grace = Duration.milliseconds(environment["CONC_GRACE_MS"].flatMap(Int.init) ?? 400)
     static let collections = environment["CONC_COLLECTIONS"].flatMap(Int.init) ?? 1
+    static let adapters: [AdapterKind] = environment["CONC_ADAPTERS"].map { $0.split(separator: ",").compactMap { AdapterKind(rawValue: String($0)) } }
+        ?? [.memory, .sqlite, .lmdb, .json]
 
     /// Serialized: runs side by side starve one another's writers past the grace period.
-    @Test(.serialized, arguments: [AdapterKind.memory, .sqlite, .lmdb, .json], seeds)
+    @Test(.serialized, arguments: adapters, seeds)
     func concurrentClients(kind: AdapterKind, seed: UInt64) async throws {
         let run = try await ConcurrentRun(kind: kind, seed: seed, grace: Self.grace)
         defer { run.cleanUp() }

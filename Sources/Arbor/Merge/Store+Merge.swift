@@ -38,9 +38,9 @@ extension Store {
             // between older versions ends on an ancestor of a head, never a head itself.
             let passed = result.id == ours ? theirs : ours
             guard passed != result.id, try await headState().heads.contains(passed) else { return outcome }
-            try await updateHeads(removing: [passed], adding: result.id, mayExist: true)
+            try await updateHeads(removing: [passed], adding: result.id, existing: result.time)
         } else if let result = outcome.version {
-            try await updateHeads(removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id, mayExist: true)
+            try await updateHeads(removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id, existing: result.time)
         }
         return outcome
     }
@@ -79,7 +79,7 @@ extension Store {
         if let result = outcome.version {
             // The merges of the tournament are deterministic too: another task or replica that
             // merged some of these heads may have made one of them a head meanwhile.
-            try await updateHeads(removing: Set(ids).union(merges).subtracting([result.id]), adding: result.id, mayExist: true)
+            try await updateHeads(removing: Set(ids).union(merges).subtracting([result.id]), adding: result.id, existing: result.time)
         }
         return outcome
     }
