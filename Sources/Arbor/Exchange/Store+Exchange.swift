@@ -106,7 +106,8 @@ extension Transfer {
             let (missing, boundary) = try await missingVersions(from: sourceHeads)
             try await copyVersions(missing, present: boundary)
             try await writer.finish()
-            let heads = try await adoptHeads(sourceHeads, copied: Set(missing).intersection(sourceHeads), boundary: boundary)
+            let heads = try await adoptHeads(
+                sourceHeads, copied: Set(missing).intersection(sourceHeads), boundary: boundary, startRef: targetRefs[RefName.heads])
             return finalReport(versions: missing.count, heads: heads)
         } catch {
             await writer.cancel()

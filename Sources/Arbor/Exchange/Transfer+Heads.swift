@@ -36,20 +36,32 @@ extension Transfer {
     ///
     /// `copied` are incoming heads the target lacked before this transfer: nothing the target
     /// had descends from them. `boundary` are versions the target had where the copied history
-    /// met it: they and all their ancestors are no longer heads.
+    /// met it: they and all their ancestors are no longer heads. `startRef` is the target's
+    /// heads ref when the transfer began: once it moved, a concurrent writer may have landed
+    /// part of the copied history as heads, or built on a copied head, and both are checked.
     ///
     /// - Complexity: O(v) commit reads for the `v` versions of the target newer than the oldest
     ///   head involved that the target already had; none when the target had none of them.
-    func adoptHeads(_ incoming: [Hash], copied: Set<Hash>, boundary: Set<Hash>) async throws -> [Hash] {
+    func adoptHeads(_ incoming: [Hash], copied: Set<Hash>, boundary: Set<Hash>, startRef: Hash?) async throws -> [Hash] {
         var contention = RefContention()
         // Commits are immutable: what one attempt loaded serves the next (under contention an
         // attempt is often retried, and the walk is most of its cost).
         var commits = [Hash: ObjectLinks]()
+        var reader = HistoryReader(target)
         while true {
             let (ref, current) = try await Transfer.headState(of: target)
             let candidates = Set(current).union(incoming).subtracting(copied)
-            let ancestors = try await ancestorsAmong(candidates, walkingFrom: boundary, commits: &commits)
-            let heads = candidates.subtracting(ancestors).union(copied)
+            // Once the heads moved, a concurrent writer (another exchange) may have landed part
+            // of the copied history as heads, or built on a copied head.
+            let raced = ref != startRef && !copied.isEmpty
+            let ancestors = try await Transfer.ancestors(
+                among: candidates, of: raced ? candidates.union(copied) : candidates, walkingAlso: boundary, reader: &reader, commits: &commits)
+            var heads = candidates.subtracting(ancestors)
+            var added = copied
+            if raced {
+                added.subtract(try await Transfer.ancestors(among: added, of: heads, reader: &reader, commits: &commits))
+            }
+            heads.formUnion(added)
             if heads == Set(current) { return current.sorted() }
             let bytes = try HeadSet.encode(heads)
             let hash = Hash.of(bytes)
@@ -59,30 +71,34 @@ extension Transfer {
         }
     }
 
-    /// The members of `candidates` (versions the target holds) that are ancestors of another
-    /// member or of a version in `boundary` (or are themselves in `boundary`).
+    /// The members of `candidates` that are ancestors of a version in `descendants` or in
+    /// `boundary` (or are themselves in `boundary`), all in `reader`'s backend.
     ///
-    /// Walks back from the candidates' parents and the boundary, but never below the oldest
-    /// candidate: an ancestor is always older than its descendants.
+    /// Walks back from the parents of `descendants` and from `boundary`, but never below the
+    /// oldest candidate: an ancestor is always older than its descendants.
     ///
     /// `commits` holds the links of commits loaded before, and receives those loaded now.
-    private func ancestorsAmong(_ candidates: Set<Hash>, walkingFrom boundary: Set<Hash>, commits: inout [Hash: ObjectLinks]) async throws -> Set<Hash> {
-        guard !candidates.isEmpty, candidates.count > 1 || !boundary.isEmpty else { return [] }
-        var reader = HistoryReader(target)
+    static func ancestors(
+        among candidates: Set<Hash>, of descendants: Set<Hash>, walkingAlso boundary: Set<Hash> = [],
+        reader: inout HistoryReader, commits: inout [Hash: ObjectLinks]
+    ) async throws -> Set<Hash> {
+        guard !candidates.isEmpty, !descendants.isEmpty || !boundary.isEmpty,
+              candidates.count > 1 || !boundary.isEmpty || !descendants.subtracting(candidates).isEmpty else { return [] }
+        let backend = reader.backend
         func load(_ hashes: some Sequence<Hash>) async throws {
             let wanted = hashes.filter { commits[$0] == nil }
             for chunk in wanted.chunks(of: Transfer.requestSize) {
                 let objects = try await reader.objects(chunk)
                 for hash in chunk {
-                    commits[hash] = try ObjectLinks.read(hash, objects[hash] ?? [], expecting: .commit, in: target, operation: "heads")
+                    commits[hash] = try ObjectLinks.read(hash, objects[hash] ?? [], expecting: .commit, in: backend, operation: "heads")
                 }
             }
         }
-        try await load(candidates)
+        try await load(candidates.union(descendants))
         let oldest = candidates.compactMap { commits[$0]?.time }.min()!
         var ancestors = Set<Hash>()
         var visited = Set<Hash>()
-        var frontier = boundary.union(candidates.flatMap { commits[$0]?.parents ?? [] })
+        var frontier = boundary.union(descendants.flatMap { commits[$0]?.parents ?? [] })
         while !frontier.isEmpty {
             try await load(frontier)
             var next = Set<Hash>()

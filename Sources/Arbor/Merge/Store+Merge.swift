@@ -38,9 +38,9 @@ extension Store {
             // between older versions ends on an ancestor of a head, never a head itself.
             let passed = result.id == ours ? theirs : ours
             guard passed != result.id, try await headState().heads.contains(passed) else { return outcome }
-            try await updateHeads(removing: [passed], adding: result.id)
+            try await updateHeads(removing: [passed], adding: result.id, existing: result.time)
         } else if let result = outcome.version {
-            try await updateHeads(removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id)
+            try await updateHeads(removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id, existing: result.time)
         }
         return outcome
     }
@@ -74,9 +74,12 @@ extension Store {
         let takesSides = [MergeStrategy.ours, .theirs].contains(rule.strategy) || configuration.mergeResolvers.takesSides
         let sides = takesSides && !ours.isEmpty && ours.count < ids.count
             ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
-        guard let outcome = try await foldHeads(sides, rule: rule) else { return nil }
+        let (folded, merges) = try await foldHeads(sides, rule: rule)
+        guard let outcome = folded else { return nil }
         if let result = outcome.version {
-            try await updateHeads(removing: Set(ids), adding: result.id)
+            // The merges of the tournament are deterministic too: another task or replica that
+            // merged some of these heads may have made one of them a head meanwhile.
+            try await updateHeads(removing: Set(ids).union(merges).subtracting([result.id]), adding: result.id, existing: result.time)
         }
         return outcome
     }
@@ -92,23 +95,24 @@ extension Store {
         // What mergeHeads() would stop at when manual is the configured strategy (the overrides
         // settling theirs); every conflict otherwise.
         let rule = MergeRule(strategy: .manual, overridesUnderManual: configuration.mergeStrategy == .manual)
-        if case .conflicts(let conflicts)? = try await foldHeads([ids], rule: rule) { return conflicts }
+        if case .conflicts(let conflicts)? = try await foldHeads([ids], rule: rule).outcome { return conflicts }
         return []
     }
 
     /// Merges each of `sides` to one version by a tournament over its heads in hash order, then
-    /// those versions, in the order of `sides`, the same way.
-    private func foldHeads(_ sides: [[Hash]], rule: MergeRule) async throws -> MergeOutcome? {
+    /// those versions, in the order of `sides`, the same way; with the outcome, every merge
+    /// commit the tournament made on the way.
+    private func foldHeads(_ sides: [[Hash]], rule: MergeRule) async throws -> (outcome: MergeOutcome?, merges: Set<Hash>) {
         var fold = HeadFold()
         var results = [Version]()
         for side in sides {
             guard let result = try await fold.tournament(try await versions(side.sorted()), rule: rule, store: self) else {
-                return fold.conflicts.map { .conflicts($0) }
+                return (fold.conflicts.map { .conflicts($0) }, fold.merges)
             }
             results.append(result)
         }
-        guard let result = try await fold.tournament(results, rule: rule, store: self) else { return fold.conflicts.map { .conflicts($0) } }
-        return fold.outcome(result)
+        guard let result = try await fold.tournament(results, rule: rule, store: self) else { return (fold.conflicts.map { .conflicts($0) }, fold.merges) }
+        return (fold.outcome(result), fold.merges)
     }
 
     /// Merges two versions and writes the merge commit's objects; the head set is left alone.
@@ -352,6 +356,8 @@ private struct HeadFold {
     var changed = Set<RecordKey>()
     var resolved = [MergeConflict]()
     var merged = false
+    /// The merge commits made so far.
+    var merges = Set<Hash>()
     /// The conflicts a manual merge stopped at, when one did.
     var conflicts: [MergeConflict]?
     let virtualAncestors = VirtualAncestors()
@@ -373,6 +379,7 @@ private struct HeadFold {
                     next.append(version)
                 case .merged(let version, let report):
                     next.append(version)
+                    merges.insert(version.id)
                     merged = true
                     ancestor = report.ancestor
                     changed.formUnion(report.changed)

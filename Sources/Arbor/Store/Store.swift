@@ -137,13 +137,26 @@ public final class Store: Sendable {
 
     /// Replaces `removing` by `adding` in the head set, retrying the compare-and-swap until it
     /// lands: concurrent writers each keep their own head, so nothing is lost.
-    func updateHeads(removing: Set<Hash>, adding: Hash) async throws {
+    ///
+    /// `existing` is the time of `adding` when it may be a version the store held before (a
+    /// merge another replica or task made too, a fast-forward): one that a head builds on by
+    /// the time of the swap stays out of the heads. Only heads newer than it can, so in the
+    /// usual case no history is read.
+    func updateHeads(removing: Set<Hash>, adding: Hash, existing time: HybridTime? = nil) async throws {
         var contention = RefContention()
+        var commits = [Hash: ObjectLinks]()
+        var reader = HistoryReader(backend)
         while true {
             let (ref, current) = try await headState()
             var heads = Set(current)
             heads.subtract(removing)
-            heads.insert(adding)
+            if let time, !heads.contains(adding) {
+                let newer = Set(try await versions(Array(heads)).filter { $0.time > time }.map(\.id))
+                let builtOn = try await Transfer.ancestors(among: [adding], of: newer, reader: &reader, commits: &commits)
+                if builtOn.isEmpty { heads.insert(adding) }
+            } else {
+                heads.insert(adding)
+            }
             let bytes = try HeadSet.encode(heads)
             let hash = Hash.of(bytes)
             if hash == ref { return }
