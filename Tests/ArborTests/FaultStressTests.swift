@@ -200,6 +200,12 @@ final class FaultInjectingBackend: ForwardingBackend {
     }
 }
 
+/// What a collection and a writer beside it did: the versions the writer made, and what either threw.
+struct ConcurrentOutcome: Sendable {
+    var made: [Hash] = []
+    var errors: [any Error] = []
+}
+
 /// What one attempt of an operation under a fault gave.
 struct FaultAttempt<Value> {
     var value: Value?
@@ -230,6 +236,8 @@ final class FaultRun: SeededRun {
     var callsSeen: [String: Int] = [:]
     /// Operations attempted, those a fault struck, and those that failed.
     var tally = (attempts: 0, struck: 0, failed: 0)
+    /// Whether the last attempt's fault was a cancellation.
+    var lastFaultCancels = false
     let engines: [AdapterKind]
     var storeKinds: [AdapterKind] { Array(kinds.prefix(stores.count)) }
     static let taskIds = (0..<6).map { "t\($0)" }
@@ -270,7 +278,8 @@ final class FaultRun: SeededRun {
                 case 54..<66: try await exchange(from: storeIndex)
                 case 66..<76: try await sync(storeIndex)
                 case 76..<84: try await migrate(storeIndex)
-                case 84..<94: try await collectGarbage(storeIndex)
+                case 84..<91: try await collectGarbage(storeIndex)
+                case 91..<94: try await collectGarbageWhileCommitting(storeIndex)
                 default: try await read(storeIndex)
                 }
             } catch {
@@ -318,6 +327,7 @@ final class FaultRun: SeededRun {
                 callsSeen[key] = max(callsSeen[key] ?? 0, count)
             }
         }
+        lastFaultCancels = fault?.plan.timing == .cancel || second?.plan.timing == .cancel
         tally.attempts += 1
         if struck { tally.struck += 1 }
         if case .failure = result { tally.failed += 1 }
@@ -325,14 +335,19 @@ final class FaultRun: SeededRun {
         case .success(let value):
             return FaultAttempt(value: value, error: nil, struck: struck)
         case .failure(let error):
-            trace.append("   threw \(error)")
-            check(struck, "\(name) failed without a fault: \(error)")
-            if let error = error as? ArborError {
-                check(error.code == .connection && error.message.contains("injected"), "\(name) under a fault threw another error: \(error)")
-            } else {
-                check(error is CancellationError && (fault?.plan.timing == .cancel || second?.plan.timing == .cancel), "\(name) threw a \(type(of: error)), not an ArborError: \(error)")
-            }
+            checkThrown(error, by: name, struck: struck, cancelling: fault?.plan.timing == .cancel || second?.plan.timing == .cancel)
             return FaultAttempt(value: nil, error: error, struck: struck)
+        }
+    }
+
+    /// What `name` threw is the injected fault (or the cancellation it made), and it struck.
+    func checkThrown(_ error: any Error, by name: String, struck: Bool, cancelling: Bool) {
+        trace.append("   threw \(error)")
+        check(struck, "\(name) failed without a fault: \(error)")
+        if let error = error as? ArborError {
+            check(error.code == .connection && error.message.contains("injected"), "\(name) under a fault threw another error: \(error)")
+        } else {
+            check(error is CancellationError && cancelling, "\(name) threw a \(type(of: error)), not an ArborError: \(error)")
         }
     }
 
@@ -376,36 +391,7 @@ final class FaultRun: SeededRun {
         var parent = heads.isEmpty ? nil : pick(heads)
         if onOld, !heads.isEmpty { parent = pick(try await store.log()) }
         let base = parent.map { states[$0.id] ?? [:] } ?? [:]
-        var set = ModelledChanges(tasks: parent == nil ? [] : try await store.values(Task.self, at: parent!.id))
-        for _ in 0..<Int.random(in: 1...3, using: &random) {
-            let existing = set.working.keys.sorted()
-            switch Int.random(in: 0..<100, using: &random) {
-            case 0..<30 where existing.count < Self.taskIds.count:
-                try set.save(makeTask(pick(Self.taskIds.filter { set.working[$0] == nil })))
-            case 0..<60 where !existing.isEmpty:
-                try set.save(edit(set.working[pick(existing)]!))
-            case 60..<70 where !existing.isEmpty:
-                try set.deleteTask(pick(existing))
-            case 70..<80 where !existing.isEmpty:
-                // Saved twice in one set, the second time changed again.
-                var task = edit(set.working[pick(existing)]!)
-                try set.save(task)
-                task.title = fresh("again")
-                if chance(50), !task.notes.isEmpty { task.notes.removeLast() }
-                try set.save(task)
-            case 80..<88:
-                try set.save(Person(id: "p\(Int.random(in: 0..<3, using: &random))", name: fresh("name")))
-            default:
-                let key = itemKey("i\(Int.random(in: 0..<5, using: &random))")
-                if chance(75) {
-                    var properties: [String: PropertyValue] = ["n": .int(Int64(Int.random(in: 0..<5, using: &random)))]
-                    if chance(20) { properties["big"] = .bytes(Array(repeating: UInt8(counter % 256), count: 1_500)) }
-                    try set.save(Record(key: key, properties: properties))
-                } else {
-                    set.delete(key)
-                }
-            }
-        }
+        let set = try randomChanges(to: parent == nil ? [] : try await store.values(Task.self, at: parent!.id))
         guard !set.changes.isEmpty else { return }
         let changes = set.changes
         let parents = parent.map { [$0.id] } ?? []
@@ -441,6 +427,41 @@ final class FaultRun: SeededRun {
             }
         }
         try await checkStores([storeIndex])
+    }
+
+    /// A random change set over `tasks`, the tasks of the version it builds on.
+    func randomChanges(to tasks: [Task]) throws -> ModelledChanges {
+        var set = ModelledChanges(tasks: tasks)
+        for _ in 0..<Int.random(in: 1...3, using: &random) {
+            let existing = set.working.keys.sorted()
+            switch Int.random(in: 0..<100, using: &random) {
+            case 0..<30 where existing.count < Self.taskIds.count:
+                try set.save(makeTask(pick(Self.taskIds.filter { set.working[$0] == nil })))
+            case 0..<60 where !existing.isEmpty:
+                try set.save(edit(set.working[pick(existing)]!))
+            case 60..<70 where !existing.isEmpty:
+                try set.deleteTask(pick(existing))
+            case 70..<80 where !existing.isEmpty:
+                // Saved twice in one set, the second time changed again.
+                var task = edit(set.working[pick(existing)]!)
+                try set.save(task)
+                task.title = fresh("again")
+                if chance(50), !task.notes.isEmpty { task.notes.removeLast() }
+                try set.save(task)
+            case 80..<88:
+                try set.save(Person(id: "p\(Int.random(in: 0..<3, using: &random))", name: fresh("name")))
+            default:
+                let key = itemKey("i\(Int.random(in: 0..<5, using: &random))")
+                if chance(75) {
+                    var properties: [String: PropertyValue] = ["n": .int(Int64(Int.random(in: 0..<5, using: &random)))]
+                    if chance(20) { properties["big"] = .bytes(Array(repeating: UInt8(counter % 256), count: 1_500)) }
+                    try set.save(Record(key: key, properties: properties))
+                } else {
+                    set.delete(key)
+                }
+            }
+        }
+        return set
     }
 
     // MARK: merges
@@ -584,6 +605,53 @@ final class FaultRun: SeededRun {
         let report = try await store.verify()
         check(report.unreachableObjects == 0, "after gc \(report.unreachableObjects) objects are unreachable")
         try await checkStores([storeIndex], sample: 6)
+    }
+
+    /// A collection while a writer with caches of its own (another process) commits a few
+    /// versions, one on the other; the fault strikes either. Whatever fails, nothing the writer
+    /// committed may be lost.
+    func collectGarbageWhileCommitting(_ storeIndex: Int) async throws {
+        let store = stores[storeIndex]
+        guard let head = try await store.heads().first else { return try await commit(storeIndex, onOld: false) }
+        let clock = clock
+        let writer = Store(backend: faulty[storeIndex], configuration: .init(replica: "writer", clock: { clock.read() }))
+        var sets = [ChangeSet]()
+        var expected = [states[head.id] ?? [:]]
+        var tasks = try await store.values(Task.self, at: head.id)
+        for _ in 0..<Int.random(in: 1...3, using: &random) {
+            let set = try randomChanges(to: tasks)
+            guard !set.changes.isEmpty else { continue }
+            sets.append(set.changes)
+            tasks = Array(set.working.values)
+            expected.append(StressModel.apply(set.model, to: expected.last!))
+        }
+        let sweepBatch = Int.random(in: 1...5, using: &random)
+        let done = await attempt("gc of store \(storeIndex) in batches of \(sweepBatch) while \(sets.count) commits land", involving: [storeIndex]) { [sets] in
+            let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: .milliseconds(150), progress: nil, sweepBatch: sweepBatch) }
+            var outcome = ConcurrentOutcome()
+            var parent = head.id
+            do {
+                for changes in sets {
+                    parent = try await writer.commit(changes, parents: [parent]).id
+                    outcome.made.append(parent)
+                }
+            } catch {
+                outcome.errors.append(error)
+            }
+            if case .failure(let error) = await collection.result { outcome.errors.append(error) }
+            return outcome
+        }
+        guard let outcome = done.value else { return check(false, "the concurrent operation threw: \(done.error!)") }
+        for error in outcome.errors { checkThrown(error, by: "gc or a commit beside it", struck: done.struck, cancelling: lastFaultCancels) }
+        try await checkStores([storeIndex], sample: 6)
+        for (index, id) in outcome.made.enumerated() where !failed {
+            let actual = try await readState(store, at: id)
+            check(actual == expected[index + 1], "a commit that landed during gc reads otherwise: \(difference(actual, expected[index + 1]))")
+            states[id] = expected[index + 1]
+        }
+        try await store.collectGarbage(gracePeriod: .zero)
+        let report = try await store.verify()
+        check(report.isIntact && report.unreachableObjects == 0, "after gc run again: \(report.damage.prefix(3)), \(report.unreachableObjects) unreachable")
     }
 
     /// Verify and reads under a fault: they throw, or answer as the store is.
