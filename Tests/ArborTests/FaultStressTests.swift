@@ -7,7 +7,7 @@ import Testing
 
 /// A backend call a fault can hit.
 enum FaultedCall: String, CaseIterable, Sendable {
-    case get, contains, put, delete, compareAndSwap, refs, enumerate, ancestry
+    case get, contains, put, delete, compareAndSwap, refs, enumerate, ancestry, lend
 }
 
 /// How a fault strikes the call it hits.
@@ -141,6 +141,20 @@ final class FaultInjectingBackend: ForwardingBackend {
         try await body(items)
     }
 
+    /// Runs a lend of bytes in place (``InPlaceReading``), failing it as planned.
+    func lend<R>(_ body: () throws -> R) throws -> R {
+        switch strike(.lend) {
+        case nil: return try body()
+        case .cancel?:
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try body()
+        case .before?: throw fault(.lend, .before)
+        case let timing?:
+            _ = try body()
+            throw fault(.lend, timing)
+        }
+    }
+
     func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         try await whole(.get) { try await inner.get(hashes) }
     }
@@ -176,6 +190,37 @@ final class FaultInjectingBackend: ForwardingBackend {
     }
     func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool {
         try await inner.enumerateHashesCheckedByEngine(batchSize: batchSize, body)
+    }
+}
+
+/// A ``FaultInjectingBackend`` over an engine that lends bytes in place, lending them too (a
+/// wrapper lends nothing otherwise, and the store's in-place reads would go untested), the
+/// `lend` faults striking there.
+final class FaultInjectingLender: ForwardingBackend, InPlaceReading {
+    let faults: FaultInjectingBackend
+    private let lender: any InPlaceReading
+    var inner: any Backend { faults }
+
+    /// The lender over `faults`, or `nil` when its engine lends nothing.
+    init?(_ faults: FaultInjectingBackend) {
+        guard let lender = faults.inner as? any InPlaceReading else { return nil }
+        (self.faults, self.lender) = (faults, lender)
+    }
+
+    /// A backend over `faults` that lends when its engine does.
+    static func over(_ faults: FaultInjectingBackend) -> any Backend { FaultInjectingLender(faults) ?? faults }
+
+    func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        try faults.lend { try lender.withObjectBytes(hash, body) }
+    }
+    func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
+        try await faults.ancestry(of: hashes, limit: limit)
+    }
+    func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        try await faults.enumerateObjects(batchSize: batchSize, body)
+    }
+    func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool {
+        try await faults.enumerateHashesCheckedByEngine(batchSize: batchSize, body)
     }
 }
 
@@ -263,7 +308,9 @@ final class FaultRun: SeededRun {
         kinds.append(kind)
         let faulty = FaultInjectingBackend(backend)
         let clock = clock
-        return (Store(backend: faulty, configuration: .init(replica: replica, clock: { clock.read() })), faulty)
+        // Small caches or none now and then: reads then reach the backend (in place where it lends).
+        let capacity = pick([16_384, 16_384, 8, 0])
+        return (Store(backend: FaultInjectingLender.over(faulty), configuration: .init(replica: replica, nodeCacheCapacity: capacity, clock: { clock.read() })), faulty)
     }
 
     func run(steps: Int) async throws {
@@ -287,7 +334,8 @@ final class FaultRun: SeededRun {
             }
         }
         if ProcessInfo.processInfo.environment["FAULT_VERBOSE"] == "1" {
-            print("seed \(seed): \(tally.attempts) operations, \(tally.struck) struck by a fault, \(tally.failed) failed")
+            let lends = callsSeen.filter { $0.key.hasSuffix(" lend") }.map { "\($0.key) \($0.value)" }.sorted()
+            print("seed \(seed): \(tally.attempts) operations, \(tally.struck) struck by a fault, \(tally.failed) failed; most lends: \(lends.joined(separator: ", "))")
         }
     }
 
@@ -614,7 +662,7 @@ final class FaultRun: SeededRun {
         let store = stores[storeIndex]
         guard let head = try await store.heads().first else { return try await commit(storeIndex, onOld: false) }
         let clock = clock
-        let writer = Store(backend: faulty[storeIndex], configuration: .init(replica: "writer", clock: { clock.read() }))
+        let writer = Store(backend: FaultInjectingLender.over(faulty[storeIndex]), configuration: .init(replica: "writer", clock: { clock.read() }))
         var sets = [ChangeSet]()
         var expected = [states[head.id] ?? [:]]
         var tasks = try await store.values(Task.self, at: head.id)
@@ -664,6 +712,15 @@ final class FaultRun: SeededRun {
         if let report = verified.value { check(report.isIntact, "verify under a fault reported damage: \(report.damage.prefix(3))") }
         let state = await attempt("read \(version.abbreviated()) in store \(storeIndex)", involving: [storeIndex]) { try await readState(store, at: version) }
         if let actual = state.value { check(actual == states[version], "a read under a fault differs: \(difference(actual, states[version] ?? [:]))") }
+        // Point reads, one key at a time (read in place where the engine lends its bytes).
+        let expected = states[version] ?? [:]
+        let keys = Array(expected.keys.shuffled(using: &random).prefix(4)) + [RecordKey(type: "Task", id: pick(Self.taskIds)), itemKey("absent")]
+        let point = await attempt("point reads at \(version.abbreviated()) in store \(storeIndex)", involving: [storeIndex]) {
+            var found = [RecordKey: Record]()
+            for key in keys { found[key] = try await store.record(key, at: version) }
+            return found
+        }
+        if let found = point.value { check(found == expected.filter { keys.contains($0.key) }, "point reads under a fault differ from the records") }
         try await checkStores([storeIndex], sample: 0)
     }
 }
