@@ -44,6 +44,8 @@ final class FaultInjectingBackend: ForwardingBackend {
         var down = false
         var fired = 0
         var calls: [FaultedCall: Int] = [:]
+        /// Calls made after a fault cancelled the task, when one did.
+        var callsAfterCancel: Int?
     }
     private let state = Mutex(State())
 
@@ -64,10 +66,14 @@ final class FaultInjectingBackend: ForwardingBackend {
     /// Calls of each kind since arming.
     var calls: [FaultedCall: Int] { state.withLock { $0.calls } }
 
+    /// Calls made after a fault cancelled the task, when one did since arming.
+    var callsAfterCancel: Int? { state.withLock { $0.callsAfterCancel } }
+
     /// Counts a call of `call`: how it fails, or `nil` when it goes through.
     private func strike(_ call: FaultedCall) -> FaultTiming? {
         state.withLock { state in
             state.calls[call, default: 0] += 1
+            if let after = state.callsAfterCancel { state.callsAfterCancel = after + 1 }
             if state.down {
                 state.fired += 1
                 return .before
@@ -81,6 +87,7 @@ final class FaultInjectingBackend: ForwardingBackend {
             state.plan = nil
             state.fired += 1
             if plan.sticky && plan.timing != .cancel { state.down = true }
+            if plan.timing == .cancel { state.callsAfterCancel = 0 }
             return plan.timing
         }
     }
@@ -235,7 +242,7 @@ final class FaultInjectingLender: ForwardingBackend, InPlaceReading {
 /// `FAULT_JSON=1` adds JSON stores.
 @Suite struct FaultStressTests {
     static let seeds = seedsFromEnvironment("FAULT_SEEDS", default: [1, 2, 3])
-    static let steps = ProcessInfo.processInfo.environment["FAULT_STEPS"].flatMap(Int.init) ?? 50
+    static let steps = ProcessInfo.processInfo.environment["FAULT_STEPS"].flatMap(Int.init) ?? 80
 
     @Test(arguments: seeds)
     func faultsLoseNothing(seed: UInt64) async throws {
@@ -248,7 +255,8 @@ final class FaultInjectingLender: ForwardingBackend, InPlaceReading {
 /// What a collection and a writer beside it did: the versions the writer made, and what either threw.
 struct ConcurrentOutcome: Sendable {
     var made: [Hash] = []
-    var errors: [any Error] = []
+    var writerError: (any Error)?
+    var collectionError: (any Error)?
 }
 
 /// What one attempt of an operation under a fault gave.
@@ -376,6 +384,10 @@ final class FaultRun: SeededRun {
             }
         }
         lastFaultCancels = fault?.plan.timing == .cancel || second?.plan.timing == .cancel
+        if case .success = result, ProcessInfo.processInfo.environment["FAULT_VERBOSE"] == "1",
+           let after = involved.compactMap({ faulty[$0].callsAfterCancel }).max(), after > 3 {
+            print("seed \(seed) step \(step): \(name) went on for \(after) calls after it was cancelled, and succeeded")
+        }
         tally.attempts += 1
         if struck { tally.struck += 1 }
         if case .failure = result { tally.failed += 1 }
@@ -675,7 +687,7 @@ final class FaultRun: SeededRun {
         }
         let sweepBatch = Int.random(in: 1...5, using: &random)
         let done = await attempt("gc of store \(storeIndex) in batches of \(sweepBatch) while \(sets.count) commits land", involving: [storeIndex]) { [sets] in
-            let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: .milliseconds(150), progress: nil, sweepBatch: sweepBatch) }
+            let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: .milliseconds(250), progress: nil, sweepBatch: sweepBatch) }
             var outcome = ConcurrentOutcome()
             var parent = head.id
             do {
@@ -684,13 +696,21 @@ final class FaultRun: SeededRun {
                     outcome.made.append(parent)
                 }
             } catch {
-                outcome.errors.append(error)
+                outcome.writerError = error
             }
-            if case .failure(let error) = await collection.result { outcome.errors.append(error) }
+            if case .failure(let error) = await collection.result { outcome.collectionError = error }
             return outcome
         }
         guard let outcome = done.value else { return check(false, "the concurrent operation threw: \(done.error!)") }
-        for error in outcome.errors { checkThrown(error, by: "gc or a commit beside it", struck: done.struck, cancelling: lastFaultCancels) }
+        if let error = outcome.collectionError { checkThrown(error, by: "gc beside commits", struck: done.struck, cancelling: lastFaultCancels) }
+        if let error = outcome.writerError {
+            if let error = error as? ArborError, error.code == .missingObject {
+                // Known: FaultFindings.aCommitOnAVersionWhoseReusedIndexTheSweepDeletedFailsUntilItIsWrittenBack.
+                trace.append("   a commit beside gc threw \(error)")
+            } else {
+                checkThrown(error, by: "a commit beside gc", struck: done.struck, cancelling: lastFaultCancels)
+            }
+        }
         try await checkStores([storeIndex], sample: 6)
         for (index, id) in outcome.made.enumerated() where !failed {
             let actual = try await readState(store, at: id)
@@ -725,8 +745,68 @@ final class FaultRun: SeededRun {
     }
 }
 
+/// Around the delete of the batch holding `victim`, runs `beforeDelete` and `afterDelete`
+/// once: a writer on another store working while a collection sweeps.
+final class SweepWritingBackend: ForwardingBackend {
+    let inner: any Backend
+    nonisolated(unsafe) var victim: Hash?
+    nonisolated(unsafe) var beforeDelete: () async throws -> Void = {}
+    nonisolated(unsafe) var afterDelete: () async throws -> Void = {}
+    init(_ inner: any Backend) { self.inner = inner }
+    func delete(_ hashes: [Hash]) async throws {
+        guard let victim, hashes.contains(victim) else { return try await inner.delete(hashes) }
+        self.victim = nil
+        try await beforeDelete()
+        try await inner.delete(hashes)
+        try await afterDelete()
+    }
+}
+
 /// Defects the randomized runs with faults found, each reduced to a deterministic case.
 @Suite struct FaultFindings {
+    /// A commit failed before moving the heads, leaving its index as garbage. While a collection
+    /// sweeps, another process commits the same change (its objects found present, content
+    /// addressing) and moves its heads; the sweep deletes that index, then a commit on the new
+    /// version reads it before the collection writes it back: it fails with "object … is
+    /// missing". Nothing is lost (the collection writes the index back, the store verifies
+    /// intact), but a commit beside a collection fails as if the store were damaged. Found by
+    /// the randomized run with JSON stores (seed 421, 300 steps), which cannot replay it
+    /// (the interleaving is the scheduler's).
+    @Test func aCommitOnAVersionWhoseReusedIndexTheSweepDeletedFailsUntilItIsWrittenBack() async throws {
+        let inner = MemoryBackend()
+        let faults = FaultInjectingBackend(inner)
+        let backend = SweepWritingBackend(faults)
+        let store = Store(backend: backend)
+        let writer = Store(backend: inner, configuration: .init(nodeCacheCapacity: 0))
+        let base = try await store.save(Person(id: "p", name: "base"))
+        faults.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: false))
+        await #expect(throws: ArborError.self) { try await store.save(Task(id: "t", title: "again", done: false), parents: [base.id]) }
+        faults.disarm()
+        // The failed commit's index root, as a replica makes it.
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        backend.victim = try await replica.save(Task(id: "t", title: "again", done: false), parents: [base.id]).root
+        let landed = Mutex<Hash?>(nil)
+        backend.beforeDelete = {
+            let version = try await writer.save(Task(id: "t", title: "again", done: false), parents: [base.id])
+            landed.withLock { $0 = version.id }
+        }
+        let failure = Mutex<String?>(nil)
+        backend.afterDelete = {
+            guard let parent = landed.withLock({ $0 }) else { return }
+            do { try await writer.save(Person(id: "q", name: "later"), parents: [parent]) } catch { failure.withLock { $0 = "\(error)" } }
+        }
+        let collected = try await store.collectGarbage(gracePeriod: .milliseconds(10), progress: nil, sweepBatch: 1)
+        #expect(collected.rescued >= 1)
+        // Known: the sweep only learns of the reuse after its batch (see the report).
+        withKnownIssue("a commit on a version whose re-used index a sweep just deleted fails until the collection writes it back") {
+            #expect(failure.withLock { $0 } == nil)
+        }
+        let report = try await store.verify()
+        #expect(report.isIntact, "\(report.damage)")
+        #expect(try await store.value(Task.self, id: "t")?.title == "again")
+    }
+
     /// A migration whose last step, moving the target's heads, failed left the head set it wrote
     /// (and, copying the latest state only, the parentless versions) in the target; the source
     /// moved on and collected its old head set. Run again, the migration refused the target:
