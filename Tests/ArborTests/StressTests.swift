@@ -141,6 +141,45 @@ import Testing
     }
 }
 
+/// A change set being built, with the changes the model applies for it and the tasks as the
+/// set leaves them.
+struct ModelledChanges {
+    var changes = ChangeSet()
+    var model = [ModelChange]()
+    private(set) var working: [String: Task]
+
+    init(tasks: [Task]) {
+        working = Dictionary(tasks.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    mutating func save(_ task: Task) throws {
+        try changes.save(task)
+        model.append(.save(try RecordEncoder.records(of: task)))
+        working[task.id] = task
+    }
+
+    mutating func save(_ person: Person) throws {
+        try changes.save(person)
+        model.append(.save(try RecordEncoder.records(of: person)))
+    }
+
+    mutating func save(_ record: Record) throws {
+        try changes.save(record)
+        model.append(.save([record]))
+    }
+
+    mutating func deleteTask(_ id: String) throws {
+        try changes.delete(Task.self, id: id)
+        model.append(.delete(RecordKey(type: "Task", id: id)))
+        working[id] = nil
+    }
+
+    mutating func delete(_ key: RecordKey) {
+        changes.delete(key)
+        model.append(.delete(key))
+    }
+}
+
 /// The records of one version, by key.
 typealias RecordState = [RecordKey: Record]
 
@@ -303,11 +342,7 @@ func expectedRootMerge(base: Record?, ours: Record?, theirs: Record?, oursWins: 
 /// against a model of every version's records. Reproduce a failure with its seed:
 /// `STRESS_SEEDS=17 STRESS_STEPS=300 swift test --filter StressTests` (a range: `1-200`).
 @Suite struct StressTests {
-    static let seeds: [UInt64] = {
-        guard let text = ProcessInfo.processInfo.environment["STRESS_SEEDS"] else { return [1, 2] }
-        let bounds = text.split(separator: "-").compactMap { UInt64($0) }
-        return bounds.count == 2 ? Array(bounds[0]...bounds[1]) : bounds
-    }()
+    static let seeds = seedsFromEnvironment("STRESS_SEEDS", default: [1, 2])
     static let steps = ProcessInfo.processInfo.environment["STRESS_STEPS"].flatMap(Int.init) ?? 120
 
     /// Every kind but JSON (slow to write, and the second store's kind in a quarter of the
@@ -321,7 +356,7 @@ func expectedRootMerge(base: Record?, ours: Record?, theirs: Record?, oursWins: 
 }
 
 /// One randomized run.
-final class StressRun {
+final class StressRun: SeededRun {
     let seed: UInt64
     var random: SeededGenerator
     var model = StressModel()
@@ -334,6 +369,7 @@ final class StressRun {
     var trace: [String] = []
     var failed = false
     static let taskIds = (0..<8).map { "t\($0)" }
+    var storeKinds: [AdapterKind] { kinds }
     /// With even seeds the stores settle tasks' property conflicts with ``resolveTask(_:_:)``
     /// and people's with `.theirs`, whatever the merge's strategy.
     let usesResolvers: Bool
@@ -389,19 +425,6 @@ final class StressRun {
         return replica
     }
 
-    func cleanUp() { for cleanup in cleanups { cleanup() } }
-
-    func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &random) < percent }
-    func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &random)] }
-    func fresh(_ prefix: String) -> String { counter += 1; return "\(prefix)\(counter)" }
-
-    /// Records an issue naming the seed, the step and the operations that led to it.
-    func check(_ condition: Bool, _ message: @autoclosure () -> String, sourceLocation: SourceLocation = #_sourceLocation) {
-        guard !condition, !failed else { return }
-        failed = true
-        Issue.record("seed \(seed) step \(step) (\(kinds.map(\.rawValue))): \(message())\nlast operations:\n\(trace.suffix(12).joined(separator: "\n"))", sourceLocation: sourceLocation)
-    }
-
     func run(steps: Int) async throws {
         for index in 0..<steps where !failed {
             step = index
@@ -435,18 +458,10 @@ final class StressRun {
         }
         let base = parent.map { model.states[$0.id] ?? [:] } ?? [:]
         let allowMoves = storeIndex == 0 && heads.count == 1 && !onOld
-        var working = [String: Task]()
-        if let parent, let tasks = try? await store.values(Task.self, at: parent.id) {
-            for task in tasks { working[task.id] = task }
-        }
-        var changes = ChangeSet()
-        var modelChanges = [ModelChange]()
+        var built = ModelledChanges(tasks: parent == nil ? [] : (try? await store.values(Task.self, at: parent!.id)) ?? [])
+        var working: [String: Task] { built.working }
+        func save(_ task: Task) throws { try built.save(task) }
         var described = [String]()
-        func save(_ task: Task) throws {
-            try changes.save(task)
-            modelChanges.append(.save(try RecordEncoder.records(of: task)))
-            working[task.id] = task
-        }
         for _ in 0..<Int.random(in: 1...3, using: &random) {
             let existing = working.keys.sorted()
             switch Int.random(in: 0..<100, using: &random) {
@@ -471,9 +486,7 @@ final class StressRun {
                 described.append("move \(note.id) \(from)->\(to)")
             case 65..<73 where !existing.isEmpty:
                 let id = pick(existing)
-                try changes.delete(Task.self, id: id)
-                modelChanges.append(.delete(RecordKey(type: "Task", id: id)))
-                working[id] = nil
+                try built.deleteTask(id)
                 described.append("delete \(id)")
             case 73..<80 where !existing.isEmpty:
                 // The same task saved twice in one set, the second time changed again.
@@ -490,12 +503,10 @@ final class StressRun {
                 let id = "p\(Int.random(in: 0..<4, using: &random))"
                 if chance(70) {
                     let person = Person(id: id, name: fresh("name"))
-                    try changes.save(person)
-                    modelChanges.append(.save(try RecordEncoder.records(of: person)))
+                    try built.save(person)
                     described.append("person \(id)")
                 } else {
-                    try changes.delete(Person.self, id: id)
-                    modelChanges.append(.delete(RecordKey(type: "Person", id: id)))
+                    built.delete(RecordKey(type: "Person", id: id))
                     described.append("delete person \(id)")
                 }
             default:
@@ -505,68 +516,29 @@ final class StressRun {
                     if chance(50) { properties["s"] = .string(fresh("s")) }
                     if chance(15) { properties["big"] = .bytes(Array(repeating: 9, count: 1_500)) }
                     let record = Record(key: key, properties: properties)
-                    try changes.save(record)
-                    modelChanges.append(.save([record]))
+                    try built.save(record)
                     described.append("item \(key.id)")
                 } else {
-                    changes.delete(key)
-                    modelChanges.append(.delete(key))
+                    built.delete(key)
                     described.append("delete item \(key.id)")
                 }
             }
         }
-        guard !changes.isEmpty else { return }
+        guard !built.changes.isEmpty else { return }
         let explicit = !(parent != nil && parent?.id == heads.first?.id && chance(30))
         trace.append("\(step): store \(storeIndex) commit on \(parent?.id.abbreviated() ?? "nothing")\(onOld ? " (old)" : ""): \(described.joined(separator: ", "))")
         let version: Version
         do {
-            version = try await store.commit(changes, parents: explicit ? parent.map { [$0.id] } ?? [] : nil)
+            version = try await store.commit(built.changes, parents: explicit ? parent.map { [$0.id] } ?? [] : nil)
         } catch {
             return check(false, "the commit failed: \(error)")
         }
         check(version.parents == (parent.map { [$0.id] } ?? []), "commit parents \(version.parents), expected \(String(describing: parent?.id))")
-        let expected = StressModel.apply(modelChanges, to: base)
+        let expected = StressModel.apply(built.model, to: base)
         model.states[version.id] = expected
         let actual = try await readState(store, at: version.id)
         check(actual == expected, "commit \(version.id.abbreviated()) differs from the model: \(difference(actual, expected))")
         try await checkValues(store, at: version.id, expected)
-    }
-
-    func makeNote() -> Note {
-        var note = Note(id: fresh("n"), text: fresh("text"))
-        for _ in 0..<Int.random(in: 0...2, using: &random) { note.attachments.append(makeAttachment()) }
-        return note
-    }
-
-    func makeAttachment() -> Attachment {
-        let size = chance(30) ? Int.random(in: 1_100...3_000, using: &random) : Int.random(in: 1...200, using: &random)
-        return Attachment(id: fresh("a"), data: Data(repeating: UInt8.random(in: 0...255, using: &random), count: size))
-    }
-
-    func makeTask(_ id: String) -> Task {
-        var task = Task(id: id, title: fresh("title"), done: chance(50))
-        for _ in 0..<Int.random(in: 0...3, using: &random) { task.notes.append(makeNote()) }
-        if chance(25) { task.pinned = makeNote() }
-        if chance(40) { task.owner = Ref(id: "p\(Int.random(in: 0..<4, using: &random))") }
-        return task
-    }
-
-    /// `original` changed at random; with `nested` false, its notes' attachments stay as they are.
-    func edit(_ original: Task, nested: Bool = true) -> Task {
-        var task = original
-        if chance(50) { task.title = fresh("title") }
-        if chance(30) { task.done.toggle() }
-        if chance(30) { task.notes.append(makeNote()) }
-        if chance(25), !task.notes.isEmpty { task.notes.remove(at: Int.random(in: 0..<task.notes.count, using: &random)) }
-        if chance(30), !task.notes.isEmpty {
-            let index = Int.random(in: 0..<task.notes.count, using: &random)
-            if chance(50) { task.notes[index].text = fresh("text") }
-            if nested, chance(40) { task.notes[index].attachments.append(makeAttachment()) }
-            if nested, chance(40), !task.notes[index].attachments.isEmpty { task.notes[index].attachments.removeFirst() }
-        }
-        if chance(15) { task.pinned = chance(50) ? makeNote() : nil }
-        if chance(15) { task.owner = chance(50) ? Ref(id: "p\(Int.random(in: 0..<4, using: &random))") : nil }
-        return task
     }
 
     /// The values read at `version` match its records, when none of them names a missing child.
@@ -878,5 +850,79 @@ final class StressRun {
             let actual = try await readState(store, at: version.id)
             check(actual == expected, "version \(version.id.abbreviated()) reads otherwise than the model: \(difference(actual, expected))")
         }
+    }
+}
+
+/// A randomized run driven by a seeded generator: its chances, picks, fresh names and values,
+/// and the issues it records, which name the seed, the step and the last operations.
+protocol SeededRun: AnyObject {
+    var seed: UInt64 { get }
+    var random: SeededGenerator { get set }
+    var counter: Int { get set }
+    var step: Int { get }
+    var trace: [String] { get }
+    var failed: Bool { get set }
+    var cleanups: [@Sendable () -> Void] { get }
+    /// The engines of the stores in play, as issues name them.
+    var storeKinds: [AdapterKind] { get }
+}
+
+/// The seeds a randomized test runs: those of the environment variable `variable` (a list, or
+/// a range such as `1-200`), or `defaults`.
+func seedsFromEnvironment(_ variable: String, default defaults: [UInt64]) -> [UInt64] {
+    guard let text = ProcessInfo.processInfo.environment[variable] else { return defaults }
+    let bounds = text.split(separator: "-").compactMap { UInt64($0) }
+    return bounds.count == 2 ? Array(bounds[0]...bounds[1]) : bounds
+}
+
+extension SeededRun {
+    func cleanUp() { for cleanup in cleanups { cleanup() } }
+
+    func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &random) < percent }
+    func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &random)] }
+    func fresh(_ prefix: String) -> String { counter += 1; return "\(prefix)\(counter)" }
+
+    /// Records an issue naming the seed, the step and the operations that led to it.
+    func check(_ condition: Bool, _ message: @autoclosure () -> String, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard !condition, !failed else { return }
+        failed = true
+        Issue.record("seed \(seed) step \(step) (\(storeKinds.map(\.rawValue))): \(message())\nlast operations:\n\(trace.suffix(12).joined(separator: "\n"))", sourceLocation: sourceLocation)
+    }
+
+    func makeNote() -> Note {
+        var note = Note(id: fresh("n"), text: fresh("text"))
+        for _ in 0..<Int.random(in: 0...2, using: &random) { note.attachments.append(makeAttachment()) }
+        return note
+    }
+
+    func makeAttachment() -> Attachment {
+        let size = chance(30) ? Int.random(in: 1_100...3_000, using: &random) : Int.random(in: 1...200, using: &random)
+        return Attachment(id: fresh("a"), data: Data(repeating: UInt8.random(in: 0...255, using: &random), count: size))
+    }
+
+    func makeTask(_ id: String) -> Task {
+        var task = Task(id: id, title: fresh("title"), done: chance(50))
+        for _ in 0..<Int.random(in: 0...3, using: &random) { task.notes.append(makeNote()) }
+        if chance(25) { task.pinned = makeNote() }
+        if chance(40) { task.owner = Ref(id: "p\(Int.random(in: 0..<4, using: &random))") }
+        return task
+    }
+
+    /// `original` changed at random; with `nested` false, its notes' attachments stay as they are.
+    func edit(_ original: Task, nested: Bool = true) -> Task {
+        var task = original
+        if chance(50) { task.title = fresh("title") }
+        if chance(30) { task.done.toggle() }
+        if chance(30) { task.notes.append(makeNote()) }
+        if chance(25), !task.notes.isEmpty { task.notes.remove(at: Int.random(in: 0..<task.notes.count, using: &random)) }
+        if chance(30), !task.notes.isEmpty {
+            let index = Int.random(in: 0..<task.notes.count, using: &random)
+            if chance(50) { task.notes[index].text = fresh("text") }
+            if nested, chance(40) { task.notes[index].attachments.append(makeAttachment()) }
+            if nested, chance(40), !task.notes[index].attachments.isEmpty { task.notes[index].attachments.removeFirst() }
+        }
+        if chance(15) { task.pinned = chance(50) ? makeNote() : nil }
+        if chance(15) { task.owner = chance(50) ? Ref(id: "p\(Int.random(in: 0..<4, using: &random))") : nil }
+        return task
     }
 }

@@ -180,10 +180,21 @@ struct MigrationCheck {
             throw failure(error.message)
         }
         let found = try await inSource
-        if let foreign = asked.first(where: { !found.contains($0) }) {
-            throw failure("object \(foreign) is not in the source")
+        for (hash, object) in batch where !mayBeNew.contains(hash) && !found.contains(hash) && !isLeftOverByAnEarlierAttempt(object) {
+            throw failure("object \(hash) is not in the source")
         }
         return CheckedBatch(hashes: hashes, named: named, bytes: bytes)
+    }
+
+    /// Whether `object`, which the source lacks, is what an interrupted attempt at this migration
+    /// wrote last, before it could move the target's heads, and the source has since collected: a
+    /// head set (the source's own until a later commit superseded it), or with `latestOnly` a
+    /// version without parents (the copy of a head the source has since built on). Nothing names
+    /// either, and what they name is checked as every name is: garbage of the target, as an
+    /// interrupted commit's objects are, that a migration run again must not refuse.
+    private func isLeftOverByAnEarlierAttempt(_ object: [UInt8]) -> Bool {
+        guard let links = try? ObjectLinks(object) else { return false }
+        return links.kind == .headSet || (latestOnly && links.kind == .commit && links.parents.isEmpty)
     }
 
     /// The hash and size of each object of `batch`, once each is checked against its hash.
