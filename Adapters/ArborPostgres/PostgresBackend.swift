@@ -259,7 +259,8 @@ public final class PostgresBackend: Backend {
     /// size of larger ones, which are then read by hash, as many at once as
     /// ``enumerationBatchBytes`` holds: a page of the table holds a hundred rows of large
     /// objects kept out of line, and a range of pages sized for a batch of small rows held
-    /// gigabytes of large ones. Each batch ends once it holds ``enumerationBatchBytes``.
+    /// gigabytes of large ones. Ranges are sized by the bytes they bring, too, and each batch
+    /// ends once it holds ``enumerationBatchBytes``.
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
@@ -268,13 +269,13 @@ public final class PostgresBackend: Backend {
         guard scansPageRanges else {
             return try await scanObjects(Statements.pageObjects, batchSize: batchSize, hashOf: \.hash, deliver) { rows in try rows.enumeratedObjects() }
         }
-        try await scanPageRanges(Statements.pageRange, batchSize: batchSize, deliver) { rows in try rows.enumeratedObjects() }
+        try await scanPageRanges(Statements.pageRange, batchSize: batchSize, bytes: { $0.bytes?.count ?? 0 }, deliver) { rows in try rows.enumeratedObjects() }
     }
 
     /// Objects larger than this come out of an enumeration's scan as their size alone, and are
-    /// read by hash after: a batch of a thousand smaller ones holds at most about
-    /// ``enumerationBatchBytes``.
-    static let enumerationInlineBytes = 16 << 10
+    /// read by hash after. About PostgreSQL's threshold for keeping values out of line (2 KB):
+    /// a page's rows then bring little more than the page, and a range is sized by its pages.
+    static let enumerationInlineBytes = 2_000
 
     /// Hands `rows` to `body` in batches of at most `limit` objects that stop growing once they
     /// hold ``enumerationBatchBytes``, reading the objects the scan gave by size alone, as many
@@ -339,8 +340,12 @@ public final class PostgresBackend: Backend {
     /// a range of pages at a time, sized to give about `batchSize` rows; `rows` reads a range's
     /// results, which go to `body` in batches of at most `batchSize`. A rewrite of the table
     /// meanwhile is thrown (``ArborError/Code/engine``).
+    ///
+    /// `bytes` tells the bytes a row brings: a range is then also sized to bring about
+    /// ``enumerationBatchBytes``, from the last range's bytes per page (a table of small rows
+    /// followed by denser larger ones would make ranges of hundreds of megabytes otherwise).
     private func scanPageRanges<Row: Sendable>(
-        _ statement: PreparedStatement, batchSize: Int, _ body: ([Row]) async throws -> Void,
+        _ statement: PreparedStatement, batchSize: Int, bytes: (Row) -> Int = { _ in 0 }, _ body: ([Row]) async throws -> Void,
         rows: @escaping @Sendable (PGResult) throws -> [Row]
     ) async throws {
         try checkOpen("enumerate")
@@ -365,7 +370,9 @@ public final class PostgresBackend: Backend {
             rowsSeen += found.count
             page = range.to
             end = extent.pages  // rows added meanwhile at the end are read too
-            span = max(1, min(1 << 16, rowsSeen == 0 ? span * 2 : Int64(limit) * page / Int64(rowsSeen)))
+            let rangeBytes = found.reduce(0) { $0 + bytes($1) }
+            let byBytes = rangeBytes == 0 ? Int64.max : max(1, Int64(enumerationBatchBytes) * (range.to - range.from) / Int64(rangeBytes))
+            span = max(1, min(1 << 16, byBytes, rowsSeen == 0 ? span * 2 : Int64(limit) * page / Int64(rowsSeen)))
         }
     }
 

@@ -446,6 +446,8 @@ public final class SQLiteBackend: Backend, InPlaceReading {
 
     /// The sizes of the objects among `hashes` that the store holds, in one snapshot:
     /// `length()` of a blob reads its size from the row, not the overflow pages that hold it.
+    /// (Arbor writes blobs; a text value another program wrote would count in characters, which
+    /// only sizes requests.)
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {

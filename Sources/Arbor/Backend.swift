@@ -29,9 +29,10 @@ public protocol Backend: Sendable {
     /// so cheaply (the default). Exchanges, migrations and verification read large records in
     /// requests sized by it, each holding about 16 MB whatever the records' sizes; without it,
     /// requests grow step by step from the sizes read so far (``BlobRequestSizer``), and a run of
-    /// large records after many smaller ones can be read a thousand at once.
+    /// large records after many smaller ones can be read some hundreds at once. Sizes only size
+    /// requests: a wrapper that changes what ``get(_:)`` returns should say `nil` or its own.
     ///
-    /// - Complexity: one request.
+    /// - Complexity: one request (or one per few thousand hashes).
     func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]?
 
     /// The objects among `hashes` that the store holds, and with them, at the backend's
@@ -59,11 +60,12 @@ public protocol Backend: Sendable {
     ///
     /// What reads a whole store (a migration's verification) calls this rather than
     /// ``enumerateHashes(batchSize:_:)`` and ``get(_:)``: an engine can read a batch of objects
-    /// in the order it keeps them, in one request. The default does exactly those two calls.
+    /// in the order it keeps them, in one request. The default does those two calls (and asks
+    /// ``objectSizes(_:)`` to size its reads).
     /// The caller checks every object against its hash, as for `get`.
     ///
     /// An engine may end a batch before `batchSize` objects to bound the bytes it holds (the
-    /// SQLite and LMDB adapters, and the default, end one once it reaches
+    /// SQLite, LMDB and PostgreSQL adapters, and the default, end one once it reaches
     /// ``enumerationBatchBytes``): a short batch is not the last.
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.

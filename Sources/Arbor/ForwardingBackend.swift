@@ -2,7 +2,9 @@
 /// implement only the calls to change. For instrumentation (counting, timing) and for fault
 /// injection in tests.
 ///
-/// ``InPlaceReading`` is not forwarded either: point reads through a wrapper use ``Backend/get(_:)``.
+/// ``InPlaceReading`` is not forwarded: point reads through a wrapper use ``Backend/get(_:)``.
+/// ``Backend/objectSizes(_:)`` is: a type that changes the size of what `get` returns implements
+/// it too (or returns `nil`).
 ///
 /// ``Backend/ancestry(of:limit:)`` and ``Backend/enumerateObjects(batchSize:_:)`` are not
 /// forwarded: they go through the conforming type's ``Backend/get(_:)`` (and

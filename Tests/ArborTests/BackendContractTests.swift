@@ -29,7 +29,7 @@ import Testing
         #expect(try await backend.allHashes() == Set(objects.dropFirst(100).map(\.hash)))
     }
 
-    /// Batches of objects end once they hold 16 MB, however many they may hold (PostgreSQL aside): a
+    /// Batches of objects end once they hold 16 MB, however many they may hold: a
     /// migration's verification reads thousands of large records a batch, two batches at once.
     /// The listing still gives every object once.
     @Test(arguments: AdapterKind.allCases) func enumerationBatchesAreBoundedInBytes(kind: AdapterKind) async throws {

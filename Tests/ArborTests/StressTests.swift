@@ -54,8 +54,8 @@ import Testing
     }
 
     /// Both sides move one note from t0, to t3 and to t5: each side's record takes it, and the
-    /// merge would give it two owners. The record whose key sorts last keeps it, in both
-    /// directions of the merge and whatever the strategy.
+    /// merge would give it two owners. Under ours and theirs the record of the side taken keeps
+    /// it; under most-recent the record whose key sorts last; in both directions of the merge.
     @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs])
     func childMovedToTwoRecordsStaysWithOne(strategy: MergeStrategy) async throws {
         let clock = TickClock()
@@ -79,8 +79,41 @@ import Testing
         let reversed = try #require(try await store.merge(theirs.id, ours.id, strategy: mirrored).version)
         #expect(reversed.id == merged.id)
         let holders = try await store.values(Task.self, at: merged.id).filter { !$0.notes.isEmpty }.map(\.id)
-        #expect(holders == ["t5"])
+        #expect(holders == [strategy == .ours ? "t3" : "t5"])
         #expect(try await store.value(Note.self, id: "n", at: merged.id) == note)
+    }
+
+    /// One side moves child c from box a to a new box b under box p, then deletes a; the other,
+    /// later, renames a and deletes p. Most-recent keeps the renamed a (holding c) and deletes p,
+    /// so b goes as an orphan: c must stay with a, not be let go by a to b and go with b.
+    @Test func aChildIsNotLetGoToARecordThatGoesAsAnOrphan() async throws {
+        let clock = TickClock()
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
+        func box(_ id: String, _ kids: [String], name: String = "") -> Record {
+            Record(type: "ReleaseBox", id: id, properties: ["name": .string(name), "kids": .array(kids.map { .child(RecordKey(type: $0 == "c" ? "ReleaseItem" : "ReleaseBox", id: $0)) })])
+        }
+        let base = try await store.change(on: nil) {
+            try $0.save(box("p", []))
+            try $0.save(box("a", ["c"]))
+            try $0.save(Record(type: "ReleaseItem", id: "c", properties: ["v": .int(1)]))
+        }
+        let moved = try await store.change(on: base) {
+            try $0.save(box("p", ["b"]))
+            try $0.save(box("b", ["c"]))
+            try $0.save(box("a", []))
+        }
+        let ours = try await store.change(on: moved) { $0.delete(RecordKey(type: "ReleaseBox", id: "a")) }
+        let theirs = try await store.change(on: base) {
+            try $0.save(box("a", ["c"], name: "renamed"))
+            $0.delete(RecordKey(type: "ReleaseBox", id: "p"))
+        }
+        for (x, y) in [(ours, theirs), (theirs, ours)] {
+            let merged = try #require(try await store.merge(x.id, y.id, strategy: .mostRecent).version)
+            let boxes = try await store.records(ofType: "ReleaseBox", at: merged.id)
+            #expect(boxes.map(\.key.id) == ["a"])
+            #expect(boxes.first == box("a", ["c"], name: "renamed"))
+            #expect(try await store.records(ofType: "ReleaseItem", at: merged.id).map(\.key.id) == ["c"])
+        }
     }
 
     /// A value saved twice in one change set, the second time without a grandchild the first

@@ -100,22 +100,21 @@ struct MergeState {
         return result
     }
 
-    /// Restores ownership in the merged records: a child one merged record took from another
-    /// is released by the other (``releaseSharedChildren()``), a child a merged record
-    /// names but the merge deleted is restored (from ours, else theirs), and a record that some
-    /// version of a changed record owned and no merged record owns any more is deleted, with
-    /// what it owns.
+    /// Restores ownership in the merged records: a child a merged record names but the merge
+    /// deleted is restored (from ours, else theirs), a record that some version of a changed
+    /// record owned and no merged record owns any more is deleted, with what it owns, and then
+    /// a child that several merged records hold is let go by all but one
+    /// (``releaseSharedChildren(preferring:)``, `preferring` the side a strategy takes).
     ///
     /// - Complexity: O(c log n) node reads for `c` records restored or orphaned; none when the
     ///   sides' trees agree.
-    mutating func enforceOwnership(store: Store, source: NodeSource) async throws {
+    mutating func enforceOwnership(store: Store, source: NodeSource, preferring side: RecordMerge.Side?) async throws {
         var candidates = Set<RecordKey>()
         for key in changed {
             // Read from the bytes: the merge decoded (so checked) every one of them already.
             for bytes in [base[key], ours[key], theirs[key]] { candidates.formUnion(try bytes.map(RecordCoding.childKeys) ?? []) }
         }
         while true {
-            try releaseSharedChildren()
             var held = Set<RecordKey>()
             for case let (_, record?) in merged { held.formUnion(record.childKeys) }
             let dangling = held.filter { if case .some(.none) = merged[$0] { true } else { false } }.sorted()
@@ -141,7 +140,12 @@ struct MergeState {
                 }
             }
             let orphans = unheld.filter { if case .some(.some) = merged[$0] { true } else { false } }.sorted()
-            if orphans.isEmpty { return }
+            if orphans.isEmpty {
+                // Only once no holder is left to go as an orphan: one that took a child from
+                // another and then went would take the child with it.
+                if try releaseSharedChildren(preferring: side) { continue }
+                return
+            }
             for key in orphans {
                 if case .some(.some(let record)) = merged[key] { candidates.formUnion(record.childKeys) }
                 merged[key] = .some(nil)
@@ -155,31 +159,39 @@ struct MergeState {
     /// from the other side (a record deleted on one side and changed on the other), so the
     /// move stands. A record lets a child go only from arrays (``Record/releasing(_:)``); where
     /// that one holds it otherwise, the others let it go in key order, and the move is undone.
-    /// Where both sides moved the child to different records, the record whose key sorts last
-    /// keeps it. Depends on the three versions alone, so both directions of a merge agree.
+    /// Where both sides moved the child to different records, the record that `side`'s version
+    /// holds it in keeps it (ours or theirs, as the strategy takes), else the record whose key
+    /// sorts last. Depends on the three versions alone, so both directions of a merge agree.
+    /// Returns whether a record let a child go.
     ///
     /// - Complexity: O(m) for `m` merged records.
-    private mutating func releaseSharedChildren() throws {
+    private mutating func releaseSharedChildren(preferring side: RecordMerge.Side?) throws -> Bool {
+        var released = false
         var holders = [RecordKey: [RecordKey]]()
         for case let (key, record?) in merged {
             for child in Set(record.childKeys) { holders[child, default: []].append(key) }
         }
         for (child, keys) in holders where keys.count > 1 {
-            var moved = [RecordKey](), others = [RecordKey]()
+            var moved = [RecordKey](), others = [RecordKey](), preferred = [RecordKey]()
             for key in keys.sorted() {
-                let heldAtBase = try base[key].map { try RecordCoding.childKeys($0).contains(child) } ?? false
-                let takenAway = try [ours[key], theirs[key]].contains { bytes in
-                    try bytes.map { try !RecordCoding.childKeys($0).contains(child) } ?? true
+                func holds(_ bytes: [UInt8]?) throws -> Bool { try bytes.map { try RecordCoding.childKeys($0).contains(child) } ?? false }
+                if try holds(base[key]) && !(try holds(ours[key]) && holds(theirs[key])) {
+                    moved.append(key)
+                } else if let side, try holds(side == .ours ? ours[key] : theirs[key]) {
+                    preferred.append(key)
+                } else {
+                    others.append(key)
                 }
-                if heldAtBase && takenAway { moved.append(key) } else { others.append(key) }
             }
             var holding = keys.count
-            for key in moved + others where holding > 1 {
-                guard case .some(.some(let record)) = merged[key], let released = record.releasing(child) else { continue }
-                merged[key] = .some(released)
+            for key in moved + others + preferred where holding > 1 {
+                guard case .some(.some(let record)) = merged[key], let without = record.releasing(child) else { continue }
+                merged[key] = .some(without)
                 holding -= 1
+                released = true
             }
         }
+        return released
     }
 
     /// The index edits that turn ours' index into the merged one, in key order; large records'

@@ -189,7 +189,13 @@ extension Store {
         }
         for (key, record) in resolved { state.merged[key] = .some(record) }
 
-        try await state.enforceOwnership(store: self, source: source)
+        // A child both sides moved goes where the side a strategy takes put it.
+        let side: RecordMerge.Side? = switch strategy {
+        case .ours: .ours
+        case .theirs: .theirs
+        default: nil
+        }
+        try await state.enforceOwnership(store: self, source: source, preferring: side)
         let root = try await ProllyTree.apply(try state.edits(), to: ours.root, source: source)
 
         let recordCount = try await source.nodeBytes(root).recordCount()
