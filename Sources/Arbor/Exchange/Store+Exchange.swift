@@ -102,12 +102,13 @@ extension Transfer {
                 return report
             }
             // Read the target's heads first: a store of another format fails here, untouched.
-            _ = try await Transfer.headState(of: target, refs: targetRefs)
+            let start = try await Transfer.headState(of: target, refs: targetRefs)
             let (missing, boundary) = try await missingVersions(from: sourceHeads)
             try await copyVersions(missing, present: boundary)
             try await writer.finish()
             let heads = try await adoptHeads(
-                sourceHeads, copied: Set(missing).intersection(sourceHeads), boundary: boundary, startRef: targetRefs[RefName.heads])
+                sourceHeads, copied: Set(missing).intersection(sourceHeads), missing: Set(missing), boundary: boundary,
+                start: (start.ref, Set(start.heads)))
             return finalReport(versions: missing.count, heads: heads)
         } catch {
             await writer.cancel()

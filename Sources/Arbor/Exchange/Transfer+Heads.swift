@@ -36,13 +36,18 @@ extension Transfer {
     ///
     /// `copied` are incoming heads the target lacked before this transfer: nothing the target
     /// had descends from them. `boundary` are versions the target had where the copied history
-    /// met it: they and all their ancestors are no longer heads. `startRef` is the target's
-    /// heads ref when the transfer began: once it moved, a concurrent writer may have landed
-    /// part of the copied history as heads, or built on a copied head, and both are checked.
+    /// met it: they and all their ancestors are no longer heads. `missing` are all the versions
+    /// copied. `start` is the target's heads ref and heads when the transfer began: once the ref
+    /// moved, a concurrent writer may have landed part of the copied history as heads (members
+    /// of `missing`, so ancestors of a copied head), or built on a copied head (only a head that
+    /// came since the start can: the target lacked the copied versions then), and both are checked.
     ///
     /// - Complexity: O(v) commit reads for the `v` versions of the target newer than the oldest
-    ///   head involved that the target already had; none when the target had none of them.
-    func adoptHeads(_ incoming: [Hash], copied: Set<Hash>, boundary: Set<Hash>, startRef: Hash?) async throws -> [Hash] {
+    ///   head involved that the target already had; none when the target had none of them. Once
+    ///   the heads moved, also the versions of heads that came since, back to the oldest copied head.
+    func adoptHeads(
+        _ incoming: [Hash], copied: Set<Hash>, missing: Set<Hash>, boundary: Set<Hash>, start: (ref: Hash?, heads: Set<Hash>)
+    ) async throws -> [Hash] {
         var contention = RefContention()
         // Commits are immutable: what one attempt loaded serves the next (under contention an
         // attempt is often retried, and the walk is most of its cost).
@@ -53,13 +58,13 @@ extension Transfer {
             let candidates = Set(current).union(incoming).subtracting(copied)
             // Once the heads moved, a concurrent writer (another exchange) may have landed part
             // of the copied history as heads, or built on a copied head.
-            let raced = ref != startRef && !copied.isEmpty
-            let ancestors = try await Transfer.ancestors(
-                among: candidates, of: raced ? candidates.union(copied) : candidates, walkingAlso: boundary, reader: &reader, commits: &commits)
-            var heads = candidates.subtracting(ancestors)
+            let raced = ref != start.ref && !copied.isEmpty
+            let ancestors = try await Transfer.ancestors(among: candidates, of: candidates, walkingAlso: boundary, reader: &reader, commits: &commits)
+            var heads = candidates.subtracting(ancestors).subtracting(raced ? missing : [])
             var added = copied
             if raced {
-                added.subtract(try await Transfer.ancestors(among: added, of: heads, reader: &reader, commits: &commits))
+                let arrived = heads.subtracting(start.heads)
+                added.subtract(try await Transfer.ancestors(among: added, of: arrived, reader: &reader, commits: &commits))
             }
             heads.formUnion(added)
             if heads == Set(current) { return current.sorted() }

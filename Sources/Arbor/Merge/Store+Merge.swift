@@ -32,15 +32,20 @@ extension Store {
     public func merge(_ ours: Hash, _ theirs: Hash, strategy: MergeStrategy? = nil) async throws -> MergeOutcome {
         let sides = try await versions([ours, theirs])
         let rule = MergeRule(asked: strategy, configuration: configuration)
+        // No head of this set builds on another, so none builds on what builds on its heads.
+        let startHeads = Set(try await headState().heads)
         let outcome = try await merge(sides[0], sides[1], rule: rule)
         if case .fastForward(let result) = outcome {
             // The heads move only when the side passed by was one of them: a fast-forward
             // between older versions ends on an ancestor of a head, never a head itself.
             let passed = result.id == ours ? theirs : ours
             guard passed != result.id, try await headState().heads.contains(passed) else { return outcome }
-            try await updateHeads(removing: [passed], adding: result.id, existing: result.time)
+            try await updateHeads(
+                removing: [passed], adding: result.id, existing: result.time, settled: startHeads.contains(result.id) ? startHeads : [])
         } else if let result = outcome.version {
-            try await updateHeads(removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id, existing: result.time)
+            try await updateHeads(
+                removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id, existing: result.time,
+                settled: startHeads.isSuperset(of: [ours, theirs]) ? startHeads : [])
         }
         return outcome
     }

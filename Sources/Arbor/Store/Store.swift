@@ -140,9 +140,12 @@ public final class Store: Sendable {
     ///
     /// `existing` is the time of `adding` when it may be a version the store held before (a
     /// merge another replica or task made too, a fast-forward): one that a head builds on by
-    /// the time of the swap stays out of the heads. Only heads newer than it can, so in the
-    /// usual case no history is read.
-    func updateHeads(removing: Set<Hash>, adding: Hash, existing time: HybridTime? = nil) async throws {
+    /// the time of the swap stays out of the heads. Only heads newer than it can, and none of
+    /// `settled`, heads known not to (those of a head set that held what `adding` builds on:
+    /// no head builds on another), so merging the current heads reads no history unless heads
+    /// came meanwhile. (A head whose time the clock could not advance past its parent's is
+    /// missed, and left beside its child: never the other way.)
+    func updateHeads(removing: Set<Hash>, adding: Hash, existing time: HybridTime? = nil, settled: Set<Hash> = []) async throws {
         var contention = RefContention()
         var commits = [Hash: ObjectLinks]()
         var reader = HistoryReader(backend)
@@ -151,7 +154,7 @@ public final class Store: Sendable {
             var heads = Set(current)
             heads.subtract(removing)
             if let time, !heads.contains(adding) {
-                let newer = Set(try await versions(Array(heads)).filter { $0.time > time }.map(\.id))
+                let newer = Set(try await versions(Array(heads.subtracting(settled))).filter { $0.time > time }.map(\.id))
                 let builtOn = try await Transfer.ancestors(among: [adding], of: newer, reader: &reader, commits: &commits)
                 if builtOn.isEmpty { heads.insert(adding) }
             } else {
