@@ -128,14 +128,24 @@ public final class PostgresBackend: Backend {
     }
 
     public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        try checkOpen("get")
-        if hashes.isEmpty { return [:] }
+        try await lookUp(hashes, Statements.get, "get", into: [:]) { rows, result in rows.collectObjects(into: &result) }
+    }
+
+    /// Runs `statement` (the rows of the objects among $1) over `hashes`, each once, a statement
+    /// per ``objectsPerStatement`` of them on one connection; `collect` adds each statement's
+    /// rows to the result, which starts as `empty`.
+    private func lookUp<Value: Sendable>(
+        _ hashes: [Hash], _ statement: PreparedStatement, _ operation: String, into empty: Value,
+        _ collect: @escaping @Sendable (PGResult, inout Value) -> Void
+    ) async throws -> Value {
+        try checkOpen(operation)
+        if hashes.isEmpty { return empty }
         let unique = Array(Set(hashes))
-        return try await pool.withConnection("get", rerunsOnALostConnection: true) { connection in
-            var result = [Hash: [UInt8]](minimumCapacity: unique.count)
+        return try await pool.withConnection(operation, rerunsOnALostConnection: true) { connection in
+            var result = empty
             for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
                 let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
-                try connection.execute(Statements.get, [.hashArray(chunk)], operation: "get").collectObjects(into: &result)
+                collect(try connection.execute(statement, [.hashArray(chunk)], operation: operation), &result)
             }
             return result
         }
@@ -161,34 +171,16 @@ public final class PostgresBackend: Backend {
     /// The sizes of the objects among `hashes` that the store holds: `octet_length` of a value
     /// kept out of line reads its size from the pointer to it, not the value.
     public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
-        try checkOpen("get")
-        if hashes.isEmpty { return [:] }
-        let unique = Array(Set(hashes))
-        return try await pool.withConnection("get", rerunsOnALostConnection: true) { connection in
-            var result = [Hash: Int](minimumCapacity: unique.count)
-            for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
-                let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
-                let rows = try connection.execute(Statements.sizes, [.hashArray(chunk)], operation: "get")
-                for row in 0..<rows.rowCount {
-                    if let hash = rows.hash(row, 0), let size = rows.int64(row, 1) { result[hash] = Int(size) }
-                }
+        try await lookUp(hashes, Statements.sizes, "get", into: [Hash: Int]()) { rows, result in
+            for row in 0..<rows.rowCount {
+                if let hash = rows.hash(row, 0), let size = rows.int64(row, 1) { result[hash] = Int(size) }
             }
-            return result
         }
     }
 
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
-        try checkOpen("contains")
-        if hashes.isEmpty { return [] }
-        let unique = Array(Set(hashes))
-        return try await pool.withConnection("contains", rerunsOnALostConnection: true) { connection in
-            var result = Set<Hash>()
-            for start in stride(from: 0, to: unique.count, by: Self.objectsPerStatement) {
-                let chunk = unique[start..<min(start + Self.objectsPerStatement, unique.count)]
-                let rows = try connection.execute(Statements.contains, [.hashArray(chunk)], operation: "contains")
-                for row in 0..<rows.rowCount { if let hash = rows.hash(row, 0) { result.insert(hash) } }
-            }
-            return result
+        try await lookUp(hashes, Statements.contains, "contains", into: Set<Hash>()) { rows, result in
+            for row in 0..<rows.rowCount { if let hash = rows.hash(row, 0) { result.insert(hash) } }
         }
     }
 
