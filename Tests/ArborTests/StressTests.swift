@@ -2,16 +2,14 @@ import Foundation
 import Testing
 @testable import Arbor
 @Suite struct StressFindings {
-    /// One side moves a note from t0 to t3 and then deletes t0; the other, later, renames t0.
-    /// Most-recent keeps the renamed t0 whole, with the note it held at the fork, while t3
-    /// holds the note too. Ownership allows one owner (deleting either would leave the other
-    /// unreadable): t0 lets the note go, since the deleting side moved it away.
-    @Test func mergeKeepingADeletedOwnerDoesNotShareItsMovedChild() async throws {
+    /// One side moves note n from t0 to t3 and then deletes t0; the other, later, renames t0,
+    /// which still holds n as `holding` puts it there. The store and the two sides' heads.
+    func ownerDeletedAfterMovingItsNote(_ holding: (Task, Note) -> Task) async throws -> (store: Store, ours: Version, theirs: Version, note: Note) {
         let clock = TickClock()
         let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
         let note = Note(id: "n", text: "moving")
         let base = try await store.change(on: nil) {
-            try $0.save(Task(id: "t0", title: "old", done: false, notes: [note]))
+            try $0.save(holding(Task(id: "t0", title: "old", done: false), note))
             try $0.save(Task(id: "t3", title: "other", done: false))
         }
         let moved = try await store.change(on: base) {
@@ -19,7 +17,15 @@ import Testing
             try $0.save(Task(id: "t3", title: "other", done: false, notes: [note]))
         }
         let ours = try await store.change(on: moved) { try $0.delete(Task.self, id: "t0") }
-        let theirs = try await store.change(on: base) { try $0.save(Task(id: "t0", title: "renamed", done: false, notes: [note])) }
+        let theirs = try await store.change(on: base) { try $0.save(holding(Task(id: "t0", title: "renamed", done: false), note)) }
+        return (store, ours, theirs, note)
+    }
+
+    /// The note in t0's `notes`. Most-recent keeps the renamed t0 whole, with the note it held at
+    /// the fork, while t3 holds the note too. Ownership allows one owner (deleting either would
+    /// leave the other unreadable): t0 lets the note go, since the deleting side moved it away.
+    @Test func mergeKeepingADeletedOwnerDoesNotShareItsMovedChild() async throws {
+        let (store, ours, theirs, _) = try await ownerDeletedAfterMovingItsNote { task, note in var task = task; task.notes = [note]; return task }
         let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: .mostRecent).version)
         let tasks = try await store.values(Task.self, at: merged.id)
         #expect(tasks.filter { $0.notes.contains { $0.id == "n" } }.map(\.id) == ["t3"])
@@ -29,23 +35,11 @@ import Testing
         #expect(try await store.verify().isIntact)
     }
 
-    /// As above, but t0 held the note in `pinned`, a property of its own: taking the note from it
-    /// would leave a value its type might not decode without (a property need not be optional),
-    /// so the move is undone: t0, kept whole, keeps its note and t3 lets it go.
+    /// The note in t0's `pinned`, a property of its own: taking the note from it would leave a
+    /// value its type might not decode without (a property need not be optional), so the move is
+    /// undone: t0, kept whole, keeps its note and t3 lets it go.
     @Test func mergeKeepingADeletedOwnerTakesBackAChildHeldInAPropertyOfItsOwn() async throws {
-        let clock = TickClock()
-        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
-        let note = Note(id: "n", text: "moving")
-        let base = try await store.change(on: nil) {
-            try $0.save(Task(id: "t0", title: "old", done: false, pinned: note))
-            try $0.save(Task(id: "t3", title: "other", done: false))
-        }
-        let moved = try await store.change(on: base) {
-            try $0.save(Task(id: "t0", title: "old", done: false))
-            try $0.save(Task(id: "t3", title: "other", done: false, notes: [note]))
-        }
-        let ours = try await store.change(on: moved) { try $0.delete(Task.self, id: "t0") }
-        let theirs = try await store.change(on: base) { try $0.save(Task(id: "t0", title: "renamed", done: false, pinned: note)) }
+        let (store, ours, theirs, note) = try await ownerDeletedAfterMovingItsNote { task, note in var task = task; task.pinned = note; return task }
         for (a, b) in [(ours, theirs), (theirs, ours)] {
             let merged = try #require(try await store.merge(a.id, b.id, strategy: .mostRecent).version)
             #expect(try await store.value(Task.self, id: "t0", at: merged.id) == Task(id: "t0", title: "renamed", done: false, pinned: note))
