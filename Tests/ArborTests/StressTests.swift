@@ -54,6 +54,50 @@ import Testing
     func childMovedToTwoRecordsStaysWithOne(strategy: MergeStrategy) async throws {
         let clock = TickClock()
         let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
+        let (ours, theirs) = try await noteMovedToTwoRecords(in: store)
+        let note = Note(id: "n", text: "moving")
+        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
+        let reversed = try #require(try await store.merge(theirs.id, ours.id, strategy: mirrored).version)
+        #expect(reversed.id == merged.id)
+        let holders = try await store.values(Task.self, at: merged.id).filter { !$0.notes.isEmpty }.map(\.id)
+        #expect(holders == [strategy == .ours ? "t3" : "t5"])
+        #expect(try await store.value(Note.self, id: "n", at: merged.id) == note)
+        // The merge reports what it settled: each record's property that held the note.
+        guard case .merged(_, let report) = try await store.merge(ours.id, theirs.id, strategy: strategy) else { throw ArborError(.invalidInput, "no merge") }
+        #expect(report.resolved.map { "\($0.key.id).\($0.property ?? "")" } == ["t3.notes", "t5.notes"])
+        #expect(report.clean.map(\.id) == ["t0"])
+    }
+
+    /// The same double move under manual: no commit, and the conflict over the note's owner is
+    /// reported on both records' `notes`, each side's values as the side holds them, in both
+    /// directions and for a configured manual (whose per-type overrides do not own children).
+    @Test func childMovedToTwoRecordsStopsAManualMerge() async throws {
+        for configured in [false, true] {
+            var resolvers = MergeResolvers()
+            resolvers.register(Task.self, strategy: .mostRecent)
+            let store = Store(backend: MemoryBackend(), configuration: .init(
+                replica: "r", mergeStrategy: configured ? .manual : .mostRecent, mergeResolvers: resolvers))
+            let (ours, theirs) = try await noteMovedToTwoRecords(in: store)
+            let noted = PropertyValue.array([.child(RecordKey(type: "Note", id: "n"))])
+            for (x, y) in [(ours, theirs), (theirs, ours)] {
+                let outcome = try await store.merge(x.id, y.id, strategy: configured ? nil : .manual)
+                guard case .conflicts(let conflicts) = outcome else {
+                    Issue.record("a manual merge of a double move made \(outcome)")
+                    continue
+                }
+                let inOurs = x.id == ours.id
+                #expect(conflicts == [
+                    MergeConflict(key: RecordKey(type: "Task", id: "t3"), property: "notes", base: .array([]), ours: inOurs ? noted : .array([]), theirs: inOurs ? .array([]) : noted),
+                    MergeConflict(key: RecordKey(type: "Task", id: "t5"), property: "notes", base: .array([]), ours: inOurs ? .array([]) : noted, theirs: inOurs ? noted : .array([])),
+                ])
+            }
+            #expect(Set(try await store.heads().map(\.id)) == [ours.id, theirs.id])
+        }
+    }
+
+    /// Both sides move note n from t0: ours to t3, theirs to t5.
+    private func noteMovedToTwoRecords(in store: Store) async throws -> (ours: Version, theirs: Version) {
         let note = Note(id: "n", text: "moving")
         let base = try await store.change(on: nil) {
             try $0.save(Task(id: "t0", title: "old", done: false, notes: [note]))
@@ -68,13 +112,25 @@ import Testing
             try $0.save(Task(id: "t0", title: "old", done: false))
             try $0.save(Task(id: "t5", title: "five", done: false, notes: [note]))
         }
-        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
-        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
-        let reversed = try #require(try await store.merge(theirs.id, ours.id, strategy: mirrored).version)
-        #expect(reversed.id == merged.id)
-        let holders = try await store.values(Task.self, at: merged.id).filter { !$0.notes.isEmpty }.map(\.id)
-        #expect(holders == [strategy == .ours ? "t3" : "t5"])
-        #expect(try await store.value(Note.self, id: "n", at: merged.id) == note)
+        return (ours, theirs)
+    }
+
+    /// One side moves the note and the other leaves it where it was: the move stands, with no
+    /// conflict, under manual too.
+    @Test func childMovedOnOneSideIsNoConflict() async throws {
+        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r"))
+        let note = Note(id: "n", text: "moving")
+        let base = try await store.change(on: nil) {
+            try $0.save(Task(id: "t0", title: "old", done: false, notes: [note]))
+            try $0.save(Task(id: "t3", title: "three", done: false))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(Task(id: "t0", title: "old", done: false))
+            try $0.save(Task(id: "t3", title: "three", done: false, notes: [note]))
+        }
+        let theirs = try await store.change(on: base) { try $0.save(Task(id: "t0", title: "renamed", done: false, notes: [note])) }
+        let merged = try #require(try await store.merge(theirs.id, ours.id, strategy: .manual).version)
+        #expect(try await store.values(Task.self, at: merged.id).map { "\($0.id) \($0.title) \($0.notes.count)" } == ["t0 renamed 0", "t3 three 1"])
     }
 
     /// One side moves child c from box a to a new box b under box p, then deletes a; the other,
@@ -280,20 +336,37 @@ struct StressModel {
 
     /// The conflicts a manual merge of `ours` and `theirs` from `base` stops at, in the order
     /// the documentation gives (key, then property, a record's own first): a record deleted on
-    /// one side and changed on the other, or a property both sides changed differently.
+    /// one side and changed on the other, a property both sides changed differently, or a
+    /// child the sides placed in different records (on each property that holds it there).
     static func conflicts(base: RecordState, ours: RecordState, theirs: RecordState) -> [MergeConflict] {
-        var result = [MergeConflict]()
+        var result = Set<MergeConflict>()
+        func holders(_ state: RecordState) -> [RecordKey: Set<RecordKey>] {
+            var holders = [RecordKey: Set<RecordKey>]()
+            for (key, record) in state { for child in record.childKeys { holders[child, default: []].insert(key) } }
+            return holders
+        }
+        let (inBase, inOurs, inTheirs) = (holders(base), holders(ours), holders(theirs))
+        for (child, oursHolders) in inOurs {
+            let newInOurs = oursHolders.subtracting(inBase[child] ?? []), newInTheirs = (inTheirs[child] ?? []).subtracting(inBase[child] ?? [])
+            guard !newInOurs.isEmpty, !newInTheirs.isEmpty, newInOurs != newInTheirs else { continue }
+            for key in newInOurs.symmetricDifference(newInTheirs) {
+                let (b, o, t) = (base[key], ours[key], theirs[key])
+                for case let (name, value) in [b, o, t].compactMap({ $0?.properties }).joined() where value.childKeys.contains(child) {
+                    result.insert(MergeConflict(key: key, property: name, base: b?.properties[name], ours: o?.properties[name], theirs: t?.properties[name]))
+                }
+            }
+        }
         for key in Set(base.keys).union(ours.keys).union(theirs.keys).sorted() {
             let (b, o, t) = (base[key], ours[key], theirs[key])
             let open = expectedRootMerge(base: b, ours: o, theirs: t, oursWins: nil).open
             if open.contains("*") {
-                result.append(MergeConflict(key: key, property: nil, base: b.map { .map($0.properties) }, ours: o.map { .map($0.properties) }, theirs: t.map { .map($0.properties) }))
+                result.insert(MergeConflict(key: key, property: nil, base: b.map { .map($0.properties) }, ours: o.map { .map($0.properties) }, theirs: t.map { .map($0.properties) }))
             }
-            for name in open.subtracting(["*"]).sorted() {
-                result.append(MergeConflict(key: key, property: name, base: b?.properties[name], ours: o?.properties[name], theirs: t?.properties[name]))
+            for name in open.subtracting(["*"]) {
+                result.insert(MergeConflict(key: key, property: name, base: b?.properties[name], ours: o?.properties[name], theirs: t?.properties[name]))
             }
         }
-        return result
+        return result.sorted(by: MergeConflict.canonicalOrder)
     }
 
     /// Child records nothing holds.

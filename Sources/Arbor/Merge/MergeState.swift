@@ -194,6 +194,49 @@ struct MergeState {
         return released
     }
 
+    /// The children both sides placed in different records: moved there from a third record
+    /// (or added with the same key), so that the two sides disagree on who owns them. Each is a
+    /// conflict on every property of either record that holds the child, with that property's
+    /// values at the ancestor and on both sides. ``MergeStrategy/manual`` stops at them; the
+    /// other strategies settle them (``enforceOwnership(store:source:preferring:)``).
+    ///
+    /// A child one side moved and the other left where it was is no conflict: the move stands.
+    ///
+    /// - Complexity: O(m) for the `m` changed records, plus decoding the records that hold a
+    ///   contested child.
+    func contestedChildren(store: Store) throws -> [MergeConflict] {
+        func holders(_ side: [RecordKey: [UInt8]]) throws -> [RecordKey: Set<RecordKey>] {
+            var holders = [RecordKey: Set<RecordKey>]()
+            for key in changed {
+                for child in try side[key].map(RecordCoding.childKeys) ?? [] { holders[child, default: []].insert(key) }
+            }
+            return holders
+        }
+        let (inBase, inOurs, inTheirs) = (try holders(base), try holders(ours), try holders(theirs))
+        var contested = [(holder: RecordKey, child: RecordKey)]()
+        for (child, oursHolders) in inOurs {
+            let fromBase = inBase[child] ?? []
+            // A side that left the child where it was at the ancestor lets the other's move stand.
+            let newInOurs = oursHolders.subtracting(fromBase), newInTheirs = (inTheirs[child] ?? []).subtracting(fromBase)
+            guard !newInOurs.isEmpty, !newInTheirs.isEmpty, newInOurs != newInTheirs else { continue }
+            for holder in newInOurs.symmetricDifference(newInTheirs) { contested.append((holder, child)) }
+        }
+        var conflicts = Set<MergeConflict>()
+        for (holder, child) in contested {
+            let merge = try recordMerge(holder, store: store)
+            let sides = [merge.base, merge.ours, merge.theirs].compactMap { $0?.properties }
+            let names = Set(sides.flatMap { properties in
+                properties.filter { $0.value.holdsChildren && $0.value.childKeys.contains(child) }.keys
+            })
+            for name in names {
+                conflicts.insert(MergeConflict(
+                    key: holder, property: name, base: merge.base?.properties[name],
+                    ours: merge.ours?.properties[name], theirs: merge.theirs?.properties[name]))
+            }
+        }
+        return conflicts.sorted(by: MergeConflict.canonicalOrder)
+    }
+
     /// The index edits that turn ours' index into the merged one, in key order; large records'
     /// blobs go to ``blobs``. Throws ``ArborError/Code/invalidInput`` for a merged record larger
     /// than a record may be (two sides each grew it, or a resolver did).

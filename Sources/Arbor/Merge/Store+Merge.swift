@@ -145,7 +145,9 @@ extension Store {
             let result = recordMerge.merge()
             if result.conflicts.isEmpty { state.merged[key] = .some(result.merged) } else { pending.append((recordMerge, result)) }
         }
-        let conflicts = pending.flatMap(\.result.conflicts).sorted(by: MergeConflict.canonicalOrder)
+        // A child the sides placed in different records conflicts too, over who owns it.
+        let contested = try state.contestedChildren(store: self)
+        let conflicts = Set(pending.flatMap(\.result.conflicts) + contested).sorted(by: MergeConflict.canonicalOrder)
         if strategy == .manual, !rule.overridesUnderManual, !conflicts.isEmpty { return .conflicts(conflicts) }
 
         // Settle them: a type's override, else the strategy.
@@ -174,7 +176,10 @@ extension Store {
                 }
             }
         }
-        if !manual.isEmpty { return .conflicts(manual.sorted(by: MergeConflict.canonicalOrder)) }
+        // Who owns a contested child is the merge's to say, not a type's: a configured manual
+        // stops there too.
+        if strategy == .manual { manual += contested }
+        if !manual.isEmpty { return .conflicts(Set(manual).sorted(by: MergeConflict.canonicalOrder)) }
         if !recent.isEmpty {
             // Each conflict goes to the side that made its change last: a property's change, or
             // for a record deleted on one side the record's.
