@@ -188,13 +188,14 @@ struct MigrationCheck {
 
     /// Whether `object`, which the source lacks, is what an interrupted attempt at this migration
     /// wrote last, before it could move the target's heads, and the source has since collected: a
-    /// head set (the source's own until a later commit superseded it), or with `latestOnly` a
-    /// version without parents (the copy of a head the source has since built on). Nothing names
-    /// either, and what they name is checked as every name is: garbage of the target, as an
-    /// interrupted commit's objects are, that a migration run again must not refuse.
+    /// head set (the source's own until a later commit superseded it), or a version without
+    /// parents (an attempt that copied the latest state only: the copy of a head the source has
+    /// since built on; the attempt run again may copy the whole history). Nothing names either,
+    /// and what they name is checked as every name is: garbage of the target, as an interrupted
+    /// commit's objects are, that a migration run again must not refuse.
     private func isLeftOverByAnEarlierAttempt(_ object: [UInt8]) -> Bool {
         guard let links = try? ObjectLinks(object) else { return false }
-        return links.kind == .headSet || (latestOnly && links.kind == .commit && links.parents.isEmpty)
+        return links.kind == .headSet || (links.kind == .commit && links.parents.isEmpty)
     }
 
     /// The hash and size of each object of `batch`, once each is checked against its hash.

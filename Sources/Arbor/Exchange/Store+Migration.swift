@@ -19,9 +19,9 @@ extension Store {
     /// source's (with `latestOnly`: heads with the same roots), every object of the target must
     /// match its hash and (but for the new commits) be in the source, and every object an object
     /// of the target names must be in the target, so everything the heads reach is there. (A head
-    /// set, or with `latestOnly` a commit without parents, that the source lacks passes as left
-    /// over by an interrupted attempt whose source has since collected it: nothing reaches it,
-    /// and what it names is checked as any name is.) Failures
+    /// set, or a commit without parents, that the source lacks passes as left over by an
+    /// interrupted attempt, latest-only or not, whose source has since collected or built on it:
+    /// nothing reaches it, and what it names is checked as any name is.) Failures
     /// throw ``ArborError/Code/corruptObject``, or ``ArborError/Code/missingObject`` for an
     /// object named but absent. Into a target that held no objects, the copy records what it
     /// writes (a digest of the objects, and what they name), and the verification checks that the
