@@ -159,13 +159,14 @@ struct CanonicalReader<Bytes: CanonicalByteStorage> {
     }
 }
 
-extension ByteReader {
+extension CanonicalReader {
     mutating func string() throws -> String {
-        let raw = try slice()
+        let range = try sliceRange()
         // `String(validating:as:)` runs as unspecialised generic code, whose metadata lookups
         // cost more than the check. Decoding repairs invalid UTF-8 (with U+FFFD), which changes
         // the bytes, so the input was valid exactly when the string's bytes equal it.
-        return try raw.withUnsafeBufferPointer { input in
+        return try bytes.withBytes { buffer in
+            let input = UnsafeBufferPointer(rebasing: buffer[range])
             let text = String(decoding: input, as: UTF8.self)
             let unchanged = text.utf8.withContiguousStorageIfAvailable { stored in
                 stored.count == input.count && (input.isEmpty || memcmp(stored.baseAddress!, input.baseAddress!, input.count) == 0)
@@ -254,10 +255,10 @@ extension PropertyValue {
     }
 }
 
-extension ByteReader {
+extension CanonicalReader {
     /// How deep values nest in a record: a property's value is at depth 0, an element of an
     /// array or a value of a map one deeper than the array or map; depth 64 is refused.
-    static let maximumValueDepth = 64
+    static var maximumValueDepth: Int { 64 }
 
     mutating func recordKey() throws -> RecordKey {
         RecordKey(type: try string(), id: try string())
@@ -285,6 +286,61 @@ extension ByteReader {
             return .array(values)
         case .map: return .map(try namedValues(depth: depth + 1))
         }
+    }
+
+    /// Reads past one value, checking all that ``value(depth:)`` checks, without building it.
+    mutating func checkValue(depth: Int = 0) throws {
+        guard depth < Self.maximumValueDepth else { throw corrupt("values nested deeper than 64") }
+        guard let tag = ValueTag(rawValue: try byte()) else { throw corrupt("unknown value tag") }
+        switch tag {
+        case .null, .false, .true: break
+        case .int: _ = try signed()
+        case .double, .date: _ = try canonicalDouble()
+        case .string: _ = try checkString()
+        case .bytes: _ = try sliceRange()
+        case .reference, .child: _ = try checkString(); _ = try checkString()
+        case .array:
+            for _ in 0..<(try count()) { try checkValue(depth: depth + 1) }
+        case .map: try checkNamedValues(depth: depth + 1)
+        }
+    }
+
+    /// Reads past named values, checking all that ``namedValues(depth:)`` checks, without
+    /// building them.
+    mutating func checkNamedValues(depth: Int = 0) throws {
+        let start = offset
+        var previous: Range<Int>?
+        var allASCII = true
+        for _ in 0..<(try count()) {
+            let (name, isASCII) = try checkString()
+            if let previous, bytes.withBytes({ compareKeys(UnsafeBufferPointer(rebasing: $0[previous]), UnsafeBufferPointer(rebasing: $0[name])) }) >= 0 {
+                throw corrupt("names out of order")
+            }
+            previous = name
+            allASCII = allASCII && isASCII
+            try checkValue(depth: depth)
+        }
+        // Names of distinct bytes can be canonically equivalent Unicode only where one is not
+        // ASCII (the Kelvin sign is a K): then the names are read again as the decoder reads them.
+        if !allASCII {
+            let end = offset
+            offset = start
+            _ = try namedValues(depth: depth)
+            offset = end
+        }
+    }
+
+    /// Reads past a string, checking what ``string()`` checks; an ASCII one (valid UTF-8) without
+    /// making it. Returns where its bytes lie, and whether they are ASCII.
+    mutating func checkString() throws -> (range: Range<Int>, isASCII: Bool) {
+        let start = offset
+        let range = try sliceRange()
+        let isASCII = bytes.withBytes { UnsafeBufferPointer(rebasing: $0[range]).allSatisfy { $0 < 0x80 } }
+        if !isASCII {
+            offset = start
+            _ = try string()
+        }
+        return (range, isASCII)
     }
 
     /// Skips one value, collecting the keys of the children it names, without building it.
@@ -352,6 +408,16 @@ enum RecordCoding {
         let properties = try reader.namedValues()
         try reader.expectEnd()
         return properties
+    }
+
+    /// Throws what ``decode(_:)`` throws for `bytes`, without building the record: what
+    /// verification checks of every record.
+    ///
+    /// - Complexity: O(*m*) for *m* bytes; no allocation unless a name or string is not ASCII.
+    static func check(_ bytes: UnsafeBufferPointer<UInt8>) throws {
+        var reader = CanonicalReader(bytes)
+        try reader.checkNamedValues()
+        try reader.expectEnd()
     }
 
     /// The children a record's canonical bytes name, found without decoding the record.

@@ -97,8 +97,10 @@ import Testing
         }
         // An array claiming 2^28 elements in a short record.
         inputs.append([0x01, 0x01, 0x61, 0x0A, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00])
-        // Two names Swift treats as equal ("e" + combining acute, then precomposed "é").
+        // Two names Swift treats as equal ("e" + combining acute, then precomposed "é"), and an
+        // ASCII name equal to one that is not ("K", then the Kelvin sign U+212A).
         inputs.append([0x02, 0x03, 0x65, 0xCC, 0x81, 0x00, 0x02, 0xC3, 0xA9, 0x00])
+        inputs.append([0x02, 0x01, 0x4B, 0x00, 0x03, 0xE2, 0x84, 0xAA, 0x00])
         // A branch whose children claim 2^64 - 1 records each.
         let first: [UInt8] = [0x01, 0x61] + [UInt8](repeating: 0xAA, count: 32) + maxVarint
         let second: [UInt8] = [0x01, 0x62] + [UInt8](repeating: 0xBB, count: 32) + maxVarint
@@ -271,6 +273,9 @@ import Testing
         // A blob holds a record; any bytes may also be a record's.
         _ = try attempt { try checkRecord(try Blob.decode(bytes), &tally) }
         let objectAccepted = accepted
+        // Verification's check of a record refuses exactly what reads refuse.
+        let checked = (try? bytes.withUnsafeBufferPointer { try RecordCoding.check($0) }) != nil
+        if checked != ((try? RecordCoding.decode(bytes)) != nil) { tally.fail(bytes, "RecordCoding.check and decode disagree") }
         _ = try attempt { try checkRecord(bytes, &tally) }
 
         // The JSON adapter's rendering is total and lossless, whatever the bytes: checked for

@@ -10,7 +10,7 @@ extension VerifyTests {
     /// keys in the order a test needs.
     static func key(_ tag: String, boundaryAt status: [Int: Bool]) -> [UInt8] {
         for index in 0... {
-            let key = Array("\(tag)\(index)".utf8)
+            let key = RecordKey(type: "Shape", id: "\(tag)\(index)").indexBytes
             if status.allSatisfy({ ProllyTree.isBoundary(key, level: $0.key) == $0.value }) { return key }
         }
         fatalError("unreachable")
@@ -79,19 +79,19 @@ extension VerifyTests {
         #expect(inline.count == 1_024 && large.count == 1_025)
         let largeBlob = Blob.encode(record: large)
         let canonical = IndexNode(level: 0, entries: [
-            IndexEntry(key: Array("a".utf8), payload: .inline(inline)), IndexEntry(key: Array("b".utf8), payload: .blob(Hash.of(largeBlob))),
+            IndexEntry(key: RecordKey(type: "Shape", id: "a").indexBytes, payload: .inline(inline)), IndexEntry(key: RecordKey(type: "Shape", id: "b").indexBytes, payload: .blob(Hash.of(largeBlob))),
         ])
         var store = Store(backend: MemoryBackend())
         try await Self.commit(root: canonical, nodes: [], blobs: [largeBlob], to: store)
         #expect(try await store.verify().isIntact)
 
-        let oversized = IndexNode(level: 0, entries: [IndexEntry(key: Array("a".utf8), payload: .inline(large))])
+        let oversized = IndexNode(level: 0, entries: [IndexEntry(key: RecordKey(type: "Shape", id: "a").indexBytes, payload: .inline(large))])
         store = Store(backend: MemoryBackend())
         try await Self.commit(root: oversized, nodes: [], to: store)
         try await Self.expectOneNonCanonical(store, Hash.of(oversized.encoded()), saying: "1025 bytes inline")
 
         let smallBlob = Blob.encode(record: inline)
-        let blobbed = IndexNode(level: 0, entries: [IndexEntry(key: Array("a".utf8), payload: .blob(Hash.of(smallBlob)))])
+        let blobbed = IndexNode(level: 0, entries: [IndexEntry(key: RecordKey(type: "Shape", id: "a").indexBytes, payload: .blob(Hash.of(smallBlob)))])
         store = Store(backend: MemoryBackend())
         try await Self.commit(root: blobbed, nodes: [], blobs: [smallBlob], to: store)
         try await Self.expectOneNonCanonical(store, Hash.of(smallBlob), saying: "which a leaf holds inline")
@@ -188,5 +188,51 @@ extension VerifyTests {
         try await Self.commit(root: Self.branch(1, [before, open]), nodes: [before, open], to: other)
         try await Self.commit(root: Self.branch(1, [open, after]), nodes: [after], to: other)
         try await Self.expectOneNonCanonical(other, Hash.of(open.encoded()), saying: "yet it does not end on a boundary")
+    }
+}
+
+/// `Store.verify` decodes every record as reads decode it: a record a faulty writer or a peer
+/// encoded otherwise than the format says matches its hash, yet no read of it succeeds.
+extension VerifyTests {
+    /// Property names out of order, a string of invalid UTF-8, bytes after the last property,
+    /// and an index key that is no record key: each is named, inline or in a blob, and a read of
+    /// that record fails as verify says.
+    @Test(arguments: ["names out of order", "invalid UTF-8", "trailing bytes", "not a valid record key"])
+    func aRecordThatDoesNotReadBackIsNamed(damage: String) async throws {
+        for inBlob in [false, true] where !(inBlob && damage == "not a valid record key") {
+            // Long enough to go in a blob, as a canonical writer would put it.
+            let text = String(repeating: "x", count: inBlob ? ProllyTree.inlineLimit : 4)
+            var bytes = RecordCoding.encode(["s": .string(text)]), indexKey = RecordKey(type: "Shape", id: "a").indexBytes
+            switch damage {
+            case "names out of order":
+                // Two properties, "s" written before "a": a writer that did not sort them.
+                var writer = ByteWriter()
+                writer.varint(2)
+                writer.string("s"); writer.value(.string(text))
+                writer.string("a"); writer.value(.int(1))
+                bytes = writer.bytes
+            case "invalid UTF-8":
+                bytes[bytes.count - 1] = 0xFF
+            case "trailing bytes":
+                bytes.append(0)
+            default:
+                indexKey = Array("a".utf8)
+            }
+            let blob = Blob.encode(record: bytes)
+            let leaf = IndexNode(level: 0, entries: [IndexEntry(key: indexKey, payload: inBlob ? .blob(Hash.of(blob)) : .inline(bytes))])
+            let store = Store(backend: MemoryBackend())
+            try await Self.commit(root: leaf, nodes: [], blobs: inBlob ? [blob] : [], to: store)
+            let report = try await store.verify()
+            #expect(report.corruptCount == 1 && report.missingCount == 0 && report.nonCanonicalCount == 0, "\(damage): \(report.damage)")
+            #expect(report.damage.first?.hash == Hash.of(inBlob ? blob : leaf.encoded()), "\(report.damage)")
+            #expect(report.damage.first?.detail.contains(damage) == true, "\(report.damage)")
+            // (A key of no type is found by no type's scan: the diff from nothing lists every key.)
+            await #expect(throws: ArborError.self, "\(damage), in a blob: \(inBlob)") {
+                _ = try await store.records(ofType: "Shape")
+                _ = try await store.diff(from: nil, to: try #require(try await store.head()).id)
+            }
+            // A collection needs only what objects name: a record's damage does not stop one.
+            try await store.collectGarbage(gracePeriod: .zero)
+        }
     }
 }

@@ -40,7 +40,10 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     case 1: _ = try? Version.Content.decode(bytes)
     case 2: _ = try? HeadSet.decode(bytes)
     case 3:
-        _ = try? RecordCoding.decode(bytes)
+        // Verification's check of a record must refuse exactly what reads refuse.
+        let decoded = (try? RecordCoding.decode(bytes)) != nil
+        let checked = (try? bytes.withUnsafeBufferPointer { try RecordCoding.check($0) }) != nil
+        precondition(decoded == checked, "RecordCoding.check and decode disagree")
         _ = try? RecordCoding.childKeys(bytes)
     case 4: _ = try? Blob.decode(bytes)
     case 5:

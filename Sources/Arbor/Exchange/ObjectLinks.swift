@@ -33,15 +33,18 @@ struct ObjectLinks {
     /// With `shape`, the first record a leaf holds inline that is too large to be inline
     /// (``ProllyTree/storesInline(recordSize:)``): its entry and its size.
     var oversizedInline: (entry: Int, size: Int)?
+    /// Read only when asked (`records`), for verification: the first entry of a leaf whose key is
+    /// not a record key or whose inline record does not decode, and why.
+    var undecodableRecord: (entry: Int, reason: String)?
 
     /// Whether the object is a node of an index (a leaf or a branch).
     var isIndexNode: Bool { kind == .leaf || kind == .branch }
 
     /// Reads the links of `bytes` (and with `keys`, an index node's keys as well; with `shape`,
-    /// what breaks an index node's canonical shape); throws
-    /// ``ArborError/Code/unsupportedFormat`` for an object of another format,
-    /// ``ArborError/Code/corruptObject`` for one that does not parse.
-    init(_ bytes: [UInt8], keys: Bool = false, shape: Bool = false) throws {
+    /// what breaks an index node's canonical shape; with `records`, a leaf's entry whose record
+    /// would not read back); throws ``ArborError/Code/unsupportedFormat`` for an object of
+    /// another format, ``ArborError/Code/corruptObject`` for one that does not parse.
+    init(_ bytes: [UInt8], keys: Bool = false, shape: Bool = false, records: Bool = false) throws {
         guard bytes.count >= 2 else { throw ArborError(.corruptObject, "malformed object: \(bytes.count) bytes") }
         guard bytes[0] == objectFormatMarker else {
             throw ArborError(.unsupportedFormat, "an object of another format (marker 0x\(String(bytes[0], radix: 16)); this Arbor reads 0x\(String(objectFormatMarker, radix: 16)))")
@@ -57,7 +60,7 @@ struct ObjectLinks {
             var children = [(hash: Hash, count: UInt64)](), blobs = [Hash]()
             if level > 0 { children.reserveCapacity(min(count, ByteReader.reservationLimit)) }
             var childKeyDigests = [Int](), childKeyRanges = [Range<Int>](), firstKey: Range<Int>?, lastKey: Range<Int>?
-            var entry = 0, earlyBoundary: Int?, oversizedInline: (entry: Int, size: Int)?
+            var entry = 0, earlyBoundary: Int?, oversizedInline: (entry: Int, size: Int)?, undecodableRecord: (entry: Int, reason: String)?
             if keys && level > 0 {
                 childKeyDigests.reserveCapacity(min(count, ByteReader.reservationLimit))
                 childKeyRanges.reserveCapacity(min(count, ByteReader.reservationLimit))
@@ -75,6 +78,9 @@ struct ObjectLinks {
                 }
                 if firstKey == nil { firstKey = key }
                 lastKey = key
+                if records, level == 0, undecodableRecord == nil, let reason = Self.recordDamage(key: bytes[key], payload: payload, in: bytes) {
+                    undecodableRecord = (entry, reason)
+                }
                 if shape {
                     if case .inline(let record) = payload, oversizedInline == nil, !ProllyTree.storesInline(recordSize: record.count) {
                         oversizedInline = (entry, record.count)
@@ -88,6 +94,7 @@ struct ObjectLinks {
             }
             self.earlyBoundary = earlyBoundary
             self.oversizedInline = oversizedInline
+            self.undecodableRecord = undecodableRecord
             if keys {
                 self.childKeyDigests = childKeyDigests
                 self.childKeyRanges = childKeyRanges
@@ -107,6 +114,21 @@ struct ObjectLinks {
             heads = try HeadSet.decode(bytes)
         case .blob:
             break
+        }
+    }
+
+    /// Why the record of a leaf's entry would not read back: its key is no record key, or its
+    /// inline record does not decode as reads decode it (``RecordCoding/decode(_:)``); `nil` if
+    /// it would. A blob's record is checked where the blob is read.
+    static func recordDamage(key: ArraySlice<UInt8>, payload: ByteReader.IndexEntryPayload, in bytes: [UInt8]) -> String? {
+        do {
+            _ = try RecordKey(indexBytes: key)
+            if case .inline(let record) = payload {
+                try bytes.withUnsafeBufferPointer { try RecordCoding.check(UnsafeBufferPointer(rebasing: $0[record])) }
+            }
+            return nil
+        } catch {
+            return (error as? ArborError)?.message ?? "\(error)"
         }
     }
 

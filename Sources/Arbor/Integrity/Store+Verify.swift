@@ -47,7 +47,8 @@ extension Store {
     public static let verifyDamageLimit = 1_000
 
     /// Checks everything reachable from the refs: each object is present and matches its hash;
-    /// the head set, every version and every index node parse; index nodes sit at the level their
+    /// the head set, every version, every index node and every record parse (each record
+    /// decodes as reads decode it); index nodes sit at the level their
     /// parent says, with the record count and the last key it says (checked against the parents
     /// that reach a node first: each node is read once), and keep their keys in order; large
     /// records are blobs. And each index is in canonical shape (FORMAT.md section 7): only a
@@ -61,6 +62,7 @@ extension Store {
     ///   and O(height × 1,024) objects.
     public func verify(progress: TransferProgressHandler? = nil) async throws -> VerifyReport {
         var walk = IntegrityWalk(backend: backend, progress: progress)
+        walk.decodesRecords = true
         try await walk.run()
         return walk.report
     }
@@ -86,6 +88,9 @@ struct IntegrityWalk {
     /// Whether a cancelled task stops the walk (at its next read). A collection that has
     /// removed objects turns it off for its last marking, which must run all the same.
     var stopsWhenCancelled = true
+    /// Whether every record is decoded, as reads decode it (verification). A collection, which
+    /// needs only what objects name, and records name no objects, leaves them be.
+    var decodesRecords = false
 
     init(backend: any Backend, progress: TransferProgressHandler?) {
         self.backend = backend
@@ -297,9 +302,12 @@ struct IntegrityWalk {
     /// would only allocate.
     mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> ObjectLinks? {
         do {
-            let links = try ObjectLinks(bytes, keys: true, shape: true)
+            let links = try ObjectLinks(bytes, keys: true, shape: true, records: decodesRecords)
             guard links.isIndexNode else {
                 throw ArborError(.corruptObject, "a \(links.kind.name)")
+            }
+            if let (entry, reason) = links.undecodableRecord {
+                damaged(.corrupt, hash, "named by \(parent): its entry \(entry) holds a record that does not read back (\(reason))")
             }
             return links
         } catch {
@@ -323,6 +331,16 @@ struct IntegrityWalk {
         }
         if let (entry, size) = node.oversizedInline {
             damaged(.nonCanonical, hash, "\(parent): its entry \(entry) holds a record of \(size) bytes inline, more than the \(ProllyTree.inlineLimit) a leaf holds inline (a larger one is a blob)")
+        }
+    }
+
+    /// Why the record of a blob (its kind checked) would not read back, or `nil`.
+    static func recordDamage(blob bytes: [UInt8]) -> String? {
+        do {
+            try bytes.withUnsafeBufferPointer { try RecordCoding.check(UnsafeBufferPointer(rebasing: $0[2...])) }
+            return nil
+        } catch {
+            return (error as? ArborError)?.message ?? "\(error)"
         }
     }
 
@@ -395,6 +413,8 @@ struct IntegrityWalk {
                 guard let bytes = fetchedBlobs[blob] else { continue }
                 if ObjectKind.of(bytes) != .blob {
                     damaged(.corrupt, blob, "named by leaf \(parent) as a large record: not a blob")
+                } else if decodesRecords, let reason = Self.recordDamage(blob: bytes) {
+                    damaged(.corrupt, blob, "named by leaf \(parent) as a large record: its record does not read back (\(reason))")
                 } else if ProllyTree.storesInline(recordSize: bytes.count - 2) {
                     damaged(.nonCanonical, blob, "named by leaf \(parent) as a large record: its record is \(bytes.count - 2) bytes, which a leaf holds inline (up to \(ProllyTree.inlineLimit))")
                 }
