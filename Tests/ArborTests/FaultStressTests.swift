@@ -807,6 +807,25 @@ final class SweepWritingBackend: ForwardingBackend {
         #expect(try await store.value(Task.self, id: "t")?.title == "again")
     }
 
+    /// A commit whose swap of the heads landed, but whose answer was lost (a connection dropped
+    /// on the way back), threw: an application that retried made a second version of the same
+    /// change. It now reads the heads back and succeeds. One whose swap did not land still throws.
+    @Test func aCommitWhoseSwapLandedButWhoseAnswerWasLostSucceeds() async throws {
+        let backend = FaultInjectingBackend(MemoryBackend())
+        let store = Store(backend: backend)
+        let first = try await store.save(Person(id: "p", name: "first"))
+        backend.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .after, sticky: false))
+        let second = try await store.save(Person(id: "p", name: "second"))
+        #expect(backend.disarm() > 0, "the fault struck")
+        #expect(try await store.heads().map(\.id) == [second.id])
+        #expect(try await store.log().map(\.id) == [second.id, first.id])
+
+        backend.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: false))
+        await #expect(throws: ArborError.self) { try await store.save(Person(id: "p", name: "third")) }
+        backend.disarm()
+        #expect(try await store.heads().map(\.id) == [second.id])
+    }
+
     /// A migration whose last step, moving the target's heads, failed left the head set it wrote
     /// (and, copying the latest state only, the parentless versions) in the target; the source
     /// moved on and collected its old head set. Run again, the migration refused the target:

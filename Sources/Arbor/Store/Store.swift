@@ -136,7 +136,8 @@ public final class Store: Sendable {
     }
 
     /// Replaces `removing` by `adding` in the head set, retrying the compare-and-swap until it
-    /// lands: concurrent writers each keep their own head, so nothing is lost.
+    /// lands: concurrent writers each keep their own head, so nothing is lost. A swap that
+    /// fails with an error counts as landed when the heads then read are the set it wrote.
     ///
     /// `existing` is the time of `adding` when it may be a version the store held before (a
     /// merge another replica or task made too, a fast-forward): one that a head builds on by
@@ -164,7 +165,17 @@ public final class Store: Sendable {
             let hash = Hash.of(bytes)
             if hash == ref { return }
             try await backend.put([(hash, bytes)])
-            if try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return }
+            let swapped: Bool
+            do {
+                swapped = try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash)
+            } catch {
+                // The answer can be lost after the swap landed (a connection dropped on the way
+                // back): if the heads are now the set this swap wrote, it did, and a caller that
+                // retried on an error would make a second version of the same change.
+                if !(error is CancellationError), let (now, _) = try? await headState(), now == hash { return }
+                throw error
+            }
+            if swapped { return }
             await contention.backOff()
         }
     }
