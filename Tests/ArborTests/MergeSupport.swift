@@ -9,6 +9,17 @@ final class TickClock: Sendable {
     func read() -> Date { now.withLock { $0 += 1; return Date(timeIntervalSince1970: $0) } }
 }
 
+extension Store {
+    /// A store whose clock ticks one second at each reading, so that commit times follow the
+    /// order of the commits (on memory unless a backend is given).
+    static func ticking(
+        replica: String = "r", backend: any Backend = MemoryBackend(), strategy: MergeStrategy = .mostRecent, resolvers: MergeResolvers = MergeResolvers()
+    ) -> Store {
+        let clock = TickClock()
+        return Store(backend: backend, configuration: .init(replica: replica, clock: { clock.read() }, mergeStrategy: strategy, mergeResolvers: resolvers))
+    }
+}
+
 /// Copies every object of `source` into `destination` and adds `source`'s heads to
 /// `destination`'s head set: a crude sync for tests.
 func sync(from source: any Backend, to destination: any Backend) async throws {

@@ -7,9 +7,7 @@ import Testing
                    _ body: (Store) async throws -> Void) async throws {
         let (backend, cleanup) = try makeBackend(kind)
         defer { cleanup() }
-        let clock = TickClock()
-        let store = Store(backend: backend, configuration: .init(
-            replica: "test", clock: { clock.read() }, mergeStrategy: strategy, mergeResolvers: resolvers))
+        let store = Store.ticking(replica: "test", backend: backend, strategy: strategy, resolvers: resolvers)
         try await body(store)
         try await store.close()
     }
@@ -627,8 +625,7 @@ import Testing
     /// for `theirs`, the highest's), and two replicas with the same heads reach the same commit.
     @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs]) func manyHeadsMergeIntoOne(strategy: MergeStrategy) async throws {
         let first = MemoryBackend()
-        let clock = TickClock()
-        let one = Store(backend: first, configuration: .init(replica: "one", clock: { clock.read() }, mergeStrategy: strategy))
+        let one = Store.ticking(replica: "one", backend: first, strategy: strategy)
         let root = try await one.change(on: nil) { try $0.save(item("shared", ["v": .int(0)])) }
         var heads = [Version]()
         for index in 0..<13 {

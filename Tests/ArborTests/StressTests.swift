@@ -5,8 +5,7 @@ import Testing
     /// One side moves note n from t0 to t3 and then deletes t0; the other, later, renames t0,
     /// which still holds n as `holding` puts it there. The store and the two sides' heads.
     func ownerDeletedAfterMovingItsNote(_ holding: (Task, Note) -> Task) async throws -> (store: Store, ours: Version, theirs: Version, note: Note) {
-        let clock = TickClock()
-        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
+        let store = Store.ticking()
         let note = Note(id: "n", text: "moving")
         let base = try await store.change(on: nil) {
             try $0.save(holding(Task(id: "t0", title: "old", done: false), note))
@@ -52,8 +51,7 @@ import Testing
     /// it; under most-recent the record whose key sorts last; in both directions of the merge.
     @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs])
     func childMovedToTwoRecordsStaysWithOne(strategy: MergeStrategy) async throws {
-        let clock = TickClock()
-        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
+        let store = Store.ticking()
         let (ours, theirs) = try await noteMovedToTwoRecords(in: store)
         let note = Note(id: "n", text: "moving")
         let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
@@ -137,8 +135,7 @@ import Testing
     /// later, renames a and deletes p. Most-recent keeps the renamed a (holding c) and deletes p,
     /// so b goes as an orphan: c must stay with a, not be let go by a to b and go with b.
     @Test func aChildIsNotLetGoToARecordThatGoesAsAnOrphan() async throws {
-        let clock = TickClock()
-        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }))
+        let store = Store.ticking()
         func box(_ id: String, _ kids: [String], name: String = "") -> Record {
             Record(type: "ReleaseBox", id: id, properties: ["name": .string(name), "kids": .array(kids.map { .child(RecordKey(type: $0 == "c" ? "ReleaseItem" : "ReleaseBox", id: $0)) })])
         }
@@ -210,8 +207,7 @@ import Testing
     @Test func resolvedValueKeepsTheChildrenTheResolverReturned() async throws {
         var resolvers = MergeResolvers()
         resolvers.register(Task.self) { _, ours, _ in var merged = ours; merged.title = "resolved"; return merged }
-        let clock = TickClock()
-        let store = Store(backend: MemoryBackend(), configuration: .init(replica: "r", clock: { clock.read() }, mergeResolvers: resolvers))
+        let store = Store.ticking(resolvers: resolvers)
         let base = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false, notes: [Note(id: "n", text: "base")])) }
         let ours = try await store.change(on: base) { try $0.save(Task(id: "t", title: "ours", done: false, notes: [Note(id: "n", text: "ours")])) }
         let theirs = try await store.change(on: base) { try $0.save(Task(id: "t", title: "theirs", done: false, notes: [Note(id: "n", text: "theirs")])) }
