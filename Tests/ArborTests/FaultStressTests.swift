@@ -752,13 +752,36 @@ final class SweepWritingBackend: ForwardingBackend {
     nonisolated(unsafe) var victim: Hash?
     nonisolated(unsafe) var beforeDelete: () async throws -> Void = {}
     nonisolated(unsafe) var afterDelete: () async throws -> Void = {}
+    /// Called once the first reading of the refs after that delete has its answer.
+    nonisolated(unsafe) var afterRefsFollowingDelete: () async throws -> Void = {}
+    private let deleted = Mutex(false)
     init(_ inner: any Backend) { self.inner = inner }
     func delete(_ hashes: [Hash]) async throws {
         guard let victim, hashes.contains(victim) else { return try await inner.delete(hashes) }
         self.victim = nil
         try await beforeDelete()
         try await inner.delete(hashes)
+        deleted.withLock { $0 = true }
         try await afterDelete()
+    }
+    func refs() async throws -> [String: Hash] {
+        let refs = try await inner.refs()
+        if deleted.withLock({ let was = $0; $0 = false; return was }) { try await afterRefsFollowingDelete() }
+        return refs
+    }
+}
+
+/// Holds the first compare-and-swap until ``release()``.
+final class HeldSwapBackend: ForwardingBackend {
+    let inner: any Backend
+    private let state = Mutex((holding: false, released: false))
+    init(_ inner: any Backend) { self.inner = inner }
+    var isHolding: Bool { state.withLock { $0.holding } }
+    func release() { state.withLock { $0.released = true } }
+    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        state.withLock { $0.holding = true }
+        while !state.withLock({ $0.released }) { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+        return try await inner.compareAndSwap(ref: name, expected: expected, new: new)
     }
 }
 
@@ -778,14 +801,8 @@ final class SweepWritingBackend: ForwardingBackend {
         let backend = SweepWritingBackend(faults)
         let store = Store(backend: backend)
         let writer = Store(backend: inner, configuration: .init(nodeCacheCapacity: 0))
-        let base = try await store.save(Person(id: "p", name: "base"))
-        faults.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: false))
-        await #expect(throws: ArborError.self) { try await store.save(Task(id: "t", title: "again", done: false), parents: [base.id]) }
-        faults.disarm()
-        // The failed commit's index root, as a replica makes it.
-        let replica = Store(backend: MemoryBackend())
-        try await store.exchange(to: replica)
-        backend.victim = try await replica.save(Task(id: "t", title: "again", done: false), parents: [base.id]).root
+        let (base, victim) = try await Self.failedCommitsIndex(in: store, faults: faults)
+        backend.victim = victim
         let landed = Mutex<Hash?>(nil)
         backend.beforeDelete = {
             let version = try await writer.save(Task(id: "t", title: "again", done: false), parents: [base.id])
@@ -805,6 +822,55 @@ final class SweepWritingBackend: ForwardingBackend {
         let report = try await store.verify()
         #expect(report.isIntact, "\(report.damage)")
         #expect(try await store.value(Task.self, id: "t")?.title == "again")
+    }
+
+    /// A version of `store` on which a commit of task t failed before moving the heads (`faults`
+    /// struck its swap), and that commit's index root, left as garbage, as a replica makes it.
+    static func failedCommitsIndex(in store: Store, faults: FaultInjectingBackend) async throws -> (base: Version, root: Hash) {
+        let base = try await store.save(Person(id: "p", name: "base"))
+        faults.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: false))
+        await #expect(throws: ArborError.self) { try await store.save(Task(id: "t", title: "again", done: false), parents: [base.id]) }
+        faults.disarm()
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        return (base, try await replica.save(Task(id: "t", title: "again", done: false), parents: [base.id]).root)
+    }
+
+    /// The same re-use, but the commit moves its heads after the sweep's marking that follows
+    /// its batch (the last): the collection would write the index back only a grace period
+    /// later, and until then the version did not read. The commit now writes back what it needs
+    /// that is gone, once its heads moved.
+    @Test func aCommitWhoseReusedIndexTheLastBatchRemovedReadsAtOnce() async throws {
+        let inner = MemoryBackend()
+        let faults = FaultInjectingBackend(inner)
+        let backend = SweepWritingBackend(faults)
+        let store = Store(backend: backend)
+        let gate = HeldSwapBackend(inner)
+        let writer = Store(backend: gate, configuration: .init(nodeCacheCapacity: 0))
+        let (base, victim) = try await Self.failedCommitsIndex(in: store, faults: faults)
+        backend.victim = victim
+
+        let commit = Mutex<_Concurrency.Task<Version, any Error>?>(nil)
+        // Before the batch goes: the commit writes its objects (all found present) and waits at its swap.
+        backend.beforeDelete = {
+            commit.withLock { $0 = _Concurrency.Task { try await writer.save(Task(id: "t", title: "again", done: false), parents: [base.id]) } }
+            while !gate.isHolding { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+        }
+        let read = Mutex<String?>(nil)
+        // The marking after the batch has read the heads: the swap lands now, and the version is read.
+        backend.afterRefsFollowingDelete = {
+            gate.release()
+            guard let version = try await commit.withLock({ $0 })?.value else { return }
+            do {
+                let title = try await Store(backend: inner).value(Task.self, id: "t", at: version.id)?.title
+                read.withLock { $0 = title }
+            } catch {
+                read.withLock { $0 = "\(error)" }
+            }
+        }
+        _ = try await store.collectGarbage(gracePeriod: .milliseconds(10), progress: nil, sweepBatch: 1_000)
+        #expect(read.withLock { $0 } == "again")
+        #expect(try await store.verify().isIntact)
     }
 
     /// A commit whose swap of the heads landed, but whose answer was lost (a connection dropped

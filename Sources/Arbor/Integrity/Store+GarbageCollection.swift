@@ -28,7 +28,8 @@ extension Store {
     ///    each batch, and once more `gracePeriod` after the last, it marks again from the refs;
     ///    an object a commit that landed meanwhile re-used (content addressing makes an old,
     ///    unreachable object look present to a writer) is written back, and one it reached
-    ///    that is still there is kept.
+    ///    that is still there is kept. (A commit also writes back, once its heads moved, what
+    ///    it needs that is gone, so its version need not wait for this marking to read.)
     ///
     /// Safe as long as no writer takes longer than `gracePeriod` from finding an object present
     /// (or writing it) to moving its heads: commits take milliseconds to seconds, but an

@@ -12,8 +12,12 @@ extension Store {
     /// Ownership is applied: children a saved value held in the parent version and no longer
     /// holds, and everything a deleted value owned, are deleted by the same commit.
     ///
+    /// Once its heads moved, it checks that its objects are there and writes back any that a
+    /// garbage collection removed meanwhile (``writeBackRemoved(_:)``).
+    ///
     /// - Complexity: O(k log n) index nodes read and written for `k` changed records in a store
-    ///   of `n` records, plus the records orphaned by the change.
+    ///   of `n` records, plus the records orphaned by the change; one existence check of the
+    ///   nodes written.
     @discardableResult
     public func commit(_ changes: ChangeSet, message: String = "", parents explicitParents: [Hash]? = nil) async throws -> Version {
         let parents: [Version]
@@ -63,7 +67,21 @@ extension Store {
         objects.append((id, bytes))
         try await backend.put(objects)
         try await updateHeads(removing: Set(parents.map(\.id)), adding: id)
+        await writeBackRemoved(objects)
         return Version(id: id, content: content)
+    }
+
+    /// Writes back those of `objects`, which a version just made a head needs, that are no
+    /// longer there. A put finds an object present that is garbage (an earlier attempt at the
+    /// same change left it: content addressing), and a collection sweeping meanwhile may remove
+    /// it before the heads move: the collection writes it back itself, but only when it next
+    /// marks, a grace period after its last batch, and until then the version would not read.
+    /// Best effort: the version has landed, and an error here must not say otherwise.
+    ///
+    /// - Complexity: one existence check of the `k` objects; a put of those missing.
+    func writeBackRemoved(_ objects: [(hash: Hash, bytes: [UInt8])]) async {
+        guard let present = try? await backend.contains(objects.map(\.hash)), present.count < objects.count else { return }
+        try? await backend.put(objects.filter { !present.contains($0.hash) })
     }
 
     /// Commits a single value tree, on `parents` as ``commit(_:message:parents:)`` takes them.
