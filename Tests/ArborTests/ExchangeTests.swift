@@ -351,9 +351,11 @@ import Testing
             let counting = CountingBackend(stores[0].backend)
             let source = Store(backend: counting, configuration: .init(replica: "counted"))
             try await fill(source, tasks: 120, commits: 3)
+            // (Commits ask after their own objects once their heads moved.)
+            let askedByCommits = counting.hashesAsked
             let report = try await source.migrate(to: stores[1], latestOnly: latestOnly)
             #expect(report.verified && report.objectsChecked == report.exchange.objects + 1)
-            #expect(counting.hashesAsked == 0)
+            #expect(counting.hashesAsked == askedByCommits)
         }
     }
 

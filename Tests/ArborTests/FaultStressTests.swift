@@ -771,6 +771,19 @@ final class SweepWritingBackend: ForwardingBackend {
     }
 }
 
+/// Lands each compare-and-swap, then, while `fails` is set, throws an I/O error: a swap whose
+/// rename landed but whose fsync failed.
+final class SwapThenFailBackend: ForwardingBackend {
+    let inner: any Backend
+    nonisolated(unsafe) var fails = false
+    init(_ inner: any Backend) { self.inner = inner }
+    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        let swapped = try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+        if fails { throw ArborError(.io, "fsync failed") }
+        return swapped
+    }
+}
+
 /// Holds the first compare-and-swap until ``release()``.
 final class HeldSwapBackend: ForwardingBackend {
     let inner: any Backend
@@ -828,7 +841,8 @@ final class HeldSwapBackend: ForwardingBackend {
     /// struck its swap), and that commit's index root, left as garbage, as a replica makes it.
     static func failedCommitsIndex(in store: Store, faults: FaultInjectingBackend) async throws -> (base: Version, root: Hash) {
         let base = try await store.save(Person(id: "p", name: "base"))
-        faults.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: false))
+        // The connection stays down: a swap that drops it once is tried again.
+        faults.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: true))
         await #expect(throws: ArborError.self) { try await store.save(Task(id: "t", title: "again", done: false), parents: [base.id]) }
         faults.disarm()
         let replica = Store(backend: MemoryBackend())
@@ -875,21 +889,32 @@ final class HeldSwapBackend: ForwardingBackend {
 
     /// A commit whose swap of the heads landed, but whose answer was lost (a connection dropped
     /// on the way back), threw: an application that retried made a second version of the same
-    /// change. It now reads the heads back and succeeds. One whose swap did not land still throws.
+    /// change. A swap whose connection drops is now tried again, so the commit succeeds with one
+    /// version, whether the swap had landed or not; with the connection down for good it
+    /// throws, and the heads are as they were. Other errors of a swap that landed (a failed
+    /// fsync) are thrown at once.
     @Test func aCommitWhoseSwapLandedButWhoseAnswerWasLostSucceeds() async throws {
         let backend = FaultInjectingBackend(MemoryBackend())
         let store = Store(backend: backend)
-        let first = try await store.save(Person(id: "p", name: "first"))
-        backend.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .after, sticky: false))
-        let second = try await store.save(Person(id: "p", name: "second"))
-        #expect(backend.disarm() > 0, "the fault struck")
-        #expect(try await store.heads().map(\.id) == [second.id])
-        #expect(try await store.log().map(\.id) == [second.id, first.id])
-
-        backend.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: false))
-        await #expect(throws: ArborError.self) { try await store.save(Person(id: "p", name: "third")) }
+        var expected = [try await store.save(Person(id: "p", name: "first")).id]
+        for timing in [FaultTiming.after, .before] {
+            backend.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: timing, sticky: false))
+            let made = try await store.save(Person(id: "p", name: "\(timing)"))
+            #expect(backend.disarm() > 0, "the fault struck")
+            expected.insert(made.id, at: 0)
+            #expect(try await store.heads().map(\.id) == [made.id])
+            #expect(try await store.log().map(\.id) == expected)
+        }
+        backend.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: true))
+        await #expect(throws: ArborError.self) { try await store.save(Person(id: "p", name: "down")) }
         backend.disarm()
-        #expect(try await store.heads().map(\.id) == [second.id])
+        #expect(try await store.log().map(\.id) == expected)
+
+        let failing = SwapThenFailBackend(MemoryBackend())
+        let other = Store(backend: failing)
+        try await other.save(Person(id: "p", name: "first"))
+        failing.fails = true
+        await #expect(throws: ArborError.self) { try await other.save(Person(id: "p", name: "second")) }
     }
 
     /// A migration whose last step, moving the target's heads, failed left the head set it wrote

@@ -297,9 +297,10 @@ struct IntegrityWalk {
 
     /// Parses an index node, recording it as corrupt if it does not parse.
     ///
-    /// Only the node's links and key digests are read, not its records: the walk checks each
-    /// node's level, counts and last key and follows its children, so decoding every entry
-    /// would only allocate.
+    /// The node's links and key digests are read, not its entries decoded: the walk checks
+    /// each node's level, counts and last key and follows its children. With
+    /// ``decodesRecords``, each record is checked where it lies (``RecordCoding/check(_:)``),
+    /// without building it.
     mutating func node(_ hash: Hash, _ bytes: [UInt8], named parent: String) -> ObjectLinks? {
         do {
             let links = try ObjectLinks(bytes, keys: true, shape: true, records: decodesRecords)

@@ -202,8 +202,11 @@ struct MergeState {
     ///
     /// A child one side moved and the other left where it was is no conflict: the move stands.
     ///
-    /// - Complexity: O(m) for the `m` changed records, plus decoding the records that hold a
-    ///   contested child.
+    /// Only the record a child is in is compared, not the property: a side that moved the child
+    /// to another property of the same record left it where it was.
+    ///
+    /// - Complexity: O(m) for the `m` changed records' bytes, plus decoding once each record
+    ///   that holds a contested child.
     func contestedChildren(store: Store) throws -> [MergeConflict] {
         func holders(_ side: [RecordKey: [UInt8]]) throws -> [RecordKey: Set<RecordKey>] {
             var holders = [RecordKey: Set<RecordKey>]()
@@ -213,20 +216,21 @@ struct MergeState {
             return holders
         }
         let (inBase, inOurs, inTheirs) = (try holders(base), try holders(ours), try holders(theirs))
-        var contested = [(holder: RecordKey, child: RecordKey)]()
+        // The contested children of each holder: a record that holds many is decoded once.
+        var contested = [RecordKey: Set<RecordKey>]()
         for (child, oursHolders) in inOurs {
             let fromBase = inBase[child] ?? []
             // A side that left the child where it was at the ancestor lets the other's move stand.
             let newInOurs = oursHolders.subtracting(fromBase), newInTheirs = (inTheirs[child] ?? []).subtracting(fromBase)
             guard !newInOurs.isEmpty, !newInTheirs.isEmpty, newInOurs != newInTheirs else { continue }
-            for holder in newInOurs.symmetricDifference(newInTheirs) { contested.append((holder, child)) }
+            for holder in newInOurs.symmetricDifference(newInTheirs) { contested[holder, default: []].insert(child) }
         }
         var conflicts = Set<MergeConflict>()
-        for (holder, child) in contested {
+        for (holder, children) in contested {
             let merge = try recordMerge(holder, store: store)
             let sides = [merge.base, merge.ours, merge.theirs].compactMap { $0?.properties }
             let names = Set(sides.flatMap { properties in
-                properties.filter { $0.value.holdsChildren && $0.value.childKeys.contains(child) }.keys
+                properties.filter { $0.value.holdsChildren && !children.isDisjoint(with: $0.value.childKeys) }.keys
             })
             for name in names {
                 conflicts.insert(MergeConflict(

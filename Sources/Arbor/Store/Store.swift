@@ -136,8 +136,9 @@ public final class Store: Sendable {
     }
 
     /// Replaces `removing` by `adding` in the head set, retrying the compare-and-swap until it
-    /// lands: concurrent writers each keep their own head, so nothing is lost. A swap that
-    /// fails with an error counts as landed when the heads then read are the set it wrote.
+    /// lands: concurrent writers each keep their own head, so nothing is lost. A swap whose
+    /// connection dropped (``ArborError/Code/connection``) is tried again twice, as one that
+    /// lost a race, since it may have landed; other errors are thrown.
     ///
     /// `existing` is the time of `adding` when it may be a version the store held before (a
     /// merge another replica or task made too, a fast-forward): one that a head builds on by
@@ -146,7 +147,9 @@ public final class Store: Sendable {
     /// no head builds on another), so merging the current heads reads no history unless heads
     /// came meanwhile. (A head whose time the clock could not advance past its parent's is
     /// missed, and left beside its child: never the other way.)
-    func updateHeads(removing: Set<Hash>, adding: Hash, existing time: HybridTime? = nil, settled: Set<Hash> = []) async throws {
+    func updateHeads(removing: Set<Hash>, adding: Hash, existing: HybridTime? = nil, settled: Set<Hash> = []) async throws {
+        var time = existing
+        var lostAnswers = 0
         var contention = RefContention()
         var commits = [Hash: ObjectLinks]()
         var reader = HistoryReader(backend)
@@ -165,17 +168,18 @@ public final class Store: Sendable {
             let hash = Hash.of(bytes)
             if hash == ref { return }
             try await backend.put([(hash, bytes)])
-            let swapped: Bool
             do {
-                swapped = try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash)
-            } catch {
-                // The answer can be lost after the swap landed (a connection dropped on the way
-                // back): if the heads are now the set this swap wrote, it did, and a caller that
-                // retried on an error would make a second version of the same change.
-                if !(error is CancellationError), let (now, _) = try? await headState(), now == hash { return }
-                throw error
+                if try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return }
+            } catch let error as ArborError where error.code == .connection && lostAnswers < 2 {
+                // A dropped connection leaves the swap's fate unknown: its answer lost after it
+                // landed, or the statement still landing. Round again, as after a lost race: the
+                // heads then read are the set written (done), the old set (the same swap again,
+                // which lands once), or a set whose heads build on `adding` (kept out, as any
+                // head another builds on). A caller retrying on the error would make a second
+                // version of the same change.
+                lostAnswers += 1
+                if time == nil { time = try await version(adding).time }
             }
-            if swapped { return }
             await contention.backOff()
         }
     }
