@@ -4,21 +4,23 @@ import Testing
 @testable import Arbor
 import ArborJSON
 import ArborLMDB
+import ArborPostgres
 import ArborSQLite
 
 /// Randomized runs of several `Store` instances on one backend (a shared `MemoryBackend`, or one
-/// SQLite file, LMDB environment or JSON folder opened once per instance), whose tasks commit,
-/// commit on older versions, merge, exchange with a second store, crash mid-commit and retry,
-/// cancel writes, collect garbage and read, all at once; then checks that nothing committed
-/// vanished, that no head builds on another, that every version reads back what its commit
-/// wrote, that the stores verify, and that a sync ends both stores on one head. Objects found
-/// missing in a run where a writer outlasted the grace period are the limit README states for
-/// `gc`, and are reported as a known issue. Concurrency makes runs nondeterministic: a failure
-/// prints the seed and the trace of operations as they interleaved. Longer hunts:
+/// SQLite file, LMDB environment, JSON folder or PostgreSQL database opened once per instance),
+/// whose tasks commit, commit on older versions, merge, exchange with a second store, crash
+/// mid-commit and retry, cancel writes, collect garbage and read, all at once; then checks that
+/// nothing committed vanished, that no head builds on another, that every version reads back
+/// what its commit wrote, that the stores verify, and that a sync ends both stores on one head.
+/// Objects found missing in a run where a writer outlasted the grace period are the limit README
+/// states for `gc`, and are reported as a known issue. Concurrency makes runs nondeterministic:
+/// a failure prints the seed and the trace of operations as they interleaved. Longer hunts:
 /// `CONC_SEEDS=1-50 CONC_STEPS=40 swift test --skip-build --filter ConcurrencyStressTests`
-/// (`CONC_ADAPTERS=memory,lmdb` picks adapters, `CONC_GRACE_MS` sets the collections' grace
-/// period, `CONC_COLLECTIONS` how many run, `CONC_TRACE=1` prints every run's trace,
-/// `CONC_JOURNAL=1` adds every swap, re-used object and removal to it).
+/// (`CONC_ADAPTERS=memory,lmdb` picks adapters, by default all, PostgreSQL where its tests run:
+/// `ARBOR_TEST_POSTGRES_URL` or CI; `CONC_GRACE_MS` sets the collections' grace period,
+/// `CONC_COLLECTIONS` how many run, `CONC_TRACE=1` prints every run's trace, `CONC_JOURNAL=1`
+/// adds every swap, re-used object and removal to it).
 @Suite struct ConcurrencyStressTests {
     static let environment = ProcessInfo.processInfo.environment
     static let seeds: [UInt64] = {
@@ -30,7 +32,7 @@ import ArborSQLite
     static let grace = Duration.milliseconds(environment["CONC_GRACE_MS"].flatMap(Int.init) ?? 400)
     static let collections = environment["CONC_COLLECTIONS"].flatMap(Int.init) ?? 1
     static let adapters: [AdapterKind] = environment["CONC_ADAPTERS"].map { $0.split(separator: ",").compactMap { AdapterKind(rawValue: String($0)) } }
-        ?? [.memory, .sqlite, .lmdb, .json]
+        ?? [.memory, .sqlite, .lmdb, .json] + (PostgresTestServer.isEnabled ? [.postgres] : [])
 
     /// Serialized: runs side by side starve one another's writers past the grace period.
     @Test(.serialized, arguments: adapters, seeds)
@@ -101,6 +103,8 @@ final class ConcurrentRun: Sendable {
         var trace: [String] = []
         /// The longest a writing operation (a commit, a merge, an exchange in) took.
         var slowestWrite = Duration.zero
+        /// Which worker's operation that was, and when it ended.
+        var slowestWriter = ""
     }
 
     let kind: AdapterKind
@@ -111,7 +115,8 @@ final class ConcurrentRun: Sendable {
     let stores: [Store]
     /// The second store, on memory, that tasks exchange with.
     let remote: Store
-    let path: String?
+    /// Removes what the run's backend left (its files or its database).
+    private let removal: @Sendable () -> Void
     let journal = LockedJournal()
     let started = ContinuousClock.now
 
@@ -125,25 +130,35 @@ final class ConcurrentRun: Sendable {
         case .memory:
             let shared = MemoryBackend()
             backends = Array(repeating: shared, count: count)
-            path = nil
+            removal = {}
         case .json:
             let path = temporaryPath("race-json")
             try await JSONBackend.create(.init(path: path, synchronous: false)).close()
             for _ in 0..<count { backends.append(try JSONBackend.open(.init(path: path, synchronous: false))) }
-            self.path = path
+            removal = { removeItem(path) }
         case .sqlite:
             let path = temporaryPath("race-sqlite")
             try await SQLiteBackend.create(.init(path: path, synchronous: false)).close()
             for _ in 0..<count { backends.append(try SQLiteBackend.open(.init(path: path, synchronous: false))) }
-            self.path = path
+            removal = { for suffix in ["", "-wal", "-shm"] { removeItem(path + suffix) } }
         case .lmdb:
             let path = temporaryPath("race-lmdb")
             let first = try LMDBBackend.create(.init(path: path, synchronous: false))
             backends.append(first)
             for _ in 1..<count { backends.append(try LMDBBackend.open(.init(path: path, synchronous: false))) }
-            self.path = path
+            removal = { removeItem(path) }
         case .postgres:
-            throw ArborError(.invalidInput, "the concurrency stress test opens no PostgreSQL store")
+            // One fresh database, each instance on a connection pool of its own (as separate
+            // processes would be).
+            let (url, drop) = try PostgresTestServer.makeDatabase()
+            do {
+                try await PostgresBackend.create(.init(url: url)).close()
+                for _ in 0..<count { backends.append(try await PostgresBackend.open(.init(url: url))) }
+            } catch {
+                drop()
+                throw error
+            }
+            removal = drop
         }
         var log: (@Sendable (String) -> Void)?
         if ConcurrencyStressTests.environment["CONC_JOURNAL"] == "1" {
@@ -160,10 +175,7 @@ final class ConcurrentRun: Sendable {
         remote = Store(backend: MemoryBackend(), configuration: .init(replica: "remote"))
     }
 
-    func cleanUp() {
-        guard let path else { return }
-        for suffix in ["", "-wal", "-shm"] { removeItem(path + suffix) }
-    }
+    func cleanUp() { removal() }
 
     // MARK: Journal
 
@@ -208,13 +220,13 @@ final class ConcurrentRun: Sendable {
         }
         await finalChecks()
         try await closeAll()
-        let (failures, trace, slowestWrite) = journal.withLock { ($0.failures, $0.trace, $0.slowestWrite) }
+        let (failures, trace, slowestWrite, slowestWriter) = journal.withLock { ($0.failures, $0.trace, $0.slowestWrite, $0.slowestWriter) }
         if ConcurrencyStressTests.environment["CONC_TRACE"] == "1" {
-            print("concurrency stress \(kind.rawValue) seed \(seed):\n\(trace.joined(separator: "\n"))")
+            print("concurrency stress \(kind.rawValue) seed \(seed) (slowest write \(slowestWrite), \(slowestWriter)):\n\(trace.joined(separator: "\n"))")
         }
         guard !failures.isEmpty else { return }
         let report = """
-            concurrency stress \(kind.rawValue) seed \(seed) (\(stores.count) stores, CONC_STEPS=\(steps), grace \(grace), slowest write \(slowestWrite)): \(failures.count) failures
+            concurrency stress \(kind.rawValue) seed \(seed) (\(stores.count) stores, CONC_STEPS=\(steps), grace \(grace), slowest write \(slowestWrite), \(slowestWriter)): \(failures.count) failures
             \(failures.prefix(5).joined(separator: "\n"))
             trace (\(trace.count) lines, to 20 past the first failure):
             \(trace.prefix(through: min(trace.count - 1, (trace.firstIndex { $0.contains("FAILURE") } ?? trace.count) + 20)).suffix(150).joined(separator: "\n"))
@@ -250,8 +262,13 @@ final class ConcurrentRun: Sendable {
     }
 
     /// Notes how long a writing operation took.
-    func wrote(for duration: Duration) {
-        journal.withLock { $0.slowestWrite = max($0.slowestWrite, duration) }
+    func wrote(for duration: Duration, by writer: String) {
+        let ended = (ContinuousClock.now - started).milliseconds
+        journal.withLock {
+            guard duration > $0.slowestWrite else { return }
+            $0.slowestWrite = duration
+            $0.slowestWriter = "\(writer), ending at +\(ended)ms"
+        }
     }
 
     func closeAll() async throws {
@@ -402,7 +419,7 @@ struct Worker: Sendable {
             let started = ContinuousClock.now
             // What writes to the collected stores (the retry times itself: it sleeps first).
             let writes = !["read", "exchange out", "commit on the remote", "crash and retry"].contains(operation)
-            defer { if writes { run.wrote(for: ContinuousClock.now - started) } }
+            defer { if writes { run.wrote(for: ContinuousClock.now - started, by: "\(name) step \(step) \(operation)") } }
             do {
                 switch operation {
                 case "commit": try await commit(&state, parents: nil)
@@ -560,7 +577,7 @@ struct Worker: Sendable {
         try await _Concurrency.Task.sleep(for: .milliseconds(Int.random(in: 0...600, using: &state.random)))
         let started = ContinuousClock.now
         let version = try await store.commit(changes, message: summary, parents: parents)
-        run.wrote(for: ContinuousClock.now - started)
+        run.wrote(for: ContinuousClock.now - started, by: "\(name) retry")
         run.recordLocal(version.id, wrote: wrote)
         run.note("\(name) retried → \(version.id.abbreviated()): \(summary)")
     }
