@@ -420,6 +420,21 @@ enum RecordCoding {
         try reader.expectEnd()
     }
 
+    /// The children a record's canonical bytes name, by the property that holds them (only
+    /// properties that hold some), found without decoding the record.
+    static func childKeysByProperty(_ bytes: [UInt8]) throws -> [(property: String, children: [RecordKey])] {
+        var reader = ByteReader(bytes)
+        var result = [(property: String, children: [RecordKey])]()
+        for _ in 0..<(try reader.count()) {
+            let name = try reader.string()
+            var children = [RecordKey]()
+            try reader.collectChildren(into: &children)
+            if !children.isEmpty { result.append((name, children)) }
+        }
+        try reader.expectEnd()
+        return result
+    }
+
     /// The children a record's canonical bytes name, found without decoding the record.
     static func childKeys(_ bytes: [UInt8]) throws -> [RecordKey] {
         var reader = ByteReader(bytes)

@@ -113,6 +113,54 @@ import Testing
         return (ours, theirs)
     }
 
+    /// A card moved from `todo` to `doing` on one side and to `done` on the other, in one board;
+    /// and one moved within its board on one side and to another board on the other. Each is a
+    /// conflict over where the card goes: manual stops at it, on the disputed properties; the
+    /// other strategies leave the card in one place, the side's they take (most-recent: the place
+    /// that sorts last), the same in both directions.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs, .manual])
+    func aCardMovedToTwoPlacesEndsInOne(strategy: MergeStrategy) async throws {
+        func board(_ id: String, _ columns: [String: [String]]) -> Record {
+            Record(type: "KanbanBoard", id: id, properties: columns.mapValues { .array($0.map { .child(RecordKey(type: "KanbanCard", id: $0)) }) })
+        }
+        let card = RecordKey(type: "KanbanCard", id: "c")
+        // (what ours does, what theirs does, where each strategy leaves the card)
+        let cases: [(ours: [Record], theirs: [Record], kept: [MergeStrategy: String], disputed: [String])] = [
+            ([board("a", ["todo": [], "doing": ["c"]])], [board("a", ["todo": [], "done": ["c"]])],
+             [.mostRecent: "a.done", .ours: "a.doing", .theirs: "a.done"], ["a.doing", "a.done"]),
+            ([board("a", ["todo": []]), board("b", ["todo": ["c"]])], [board("a", ["todo": [], "done": ["c"]])],
+             [.mostRecent: "b.todo", .ours: "b.todo", .theirs: "a.done"], ["a.done", "b.todo"]),
+        ]
+        for (oursEdits, theirsEdits, kept, disputed) in cases {
+            let store = Store.ticking()
+            let start = try await store.change(on: nil) {
+                try $0.save(board("a", ["todo": ["c"]]))
+                try $0.save(board("b", ["todo": []]))
+                try $0.save(Record(key: card, properties: ["title": .string("card")]))
+            }
+            let ours = try await store.change(on: start) { for record in oursEdits { try $0.save(record) } }
+            let theirs = try await store.change(on: start) { for record in theirsEdits { try $0.save(record) } }
+            let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
+            let outcome = try await store.merge(ours.id, theirs.id, strategy: strategy)
+            let reversed = try await store.merge(theirs.id, ours.id, strategy: mirrored)
+            guard case .merged(let merged, let report) = outcome else {
+                guard case .conflicts(let conflicts) = outcome else { throw ArborError(.invalidInput, "no merge") }
+                #expect(strategy == .manual)
+                #expect(conflicts.map { "\($0.key.id).\($0.property ?? "")" } == disputed)
+                continue
+            }
+            #expect(strategy != .manual)
+            #expect(reversed.version?.id == merged.id)
+            #expect(report.resolved.map { "\($0.key.id).\($0.property ?? "")" } == disputed)
+            var places = [String]()
+            for record in try await store.records(ofType: "KanbanBoard", at: merged.id) {
+                for (name, value) in record.properties where value.childKeys.contains(card) { places.append("\(record.key.id).\(name)") }
+            }
+            #expect(places == [kept[strategy]!], "\(strategy)")
+            #expect(try await store.record(card, at: merged.id) != nil)
+        }
+    }
+
     /// One side moves the note and the other leaves it where it was: the move stands, with no
     /// conflict, under manual too.
     @Test func childMovedOnOneSideIsNoConflict() async throws {
@@ -336,20 +384,23 @@ struct StressModel {
     /// child the sides placed in different records (on each property that holds it there).
     static func conflicts(base: RecordState, ours: RecordState, theirs: RecordState) -> [MergeConflict] {
         var result = Set<MergeConflict>()
-        func holders(_ state: RecordState) -> [RecordKey: Set<RecordKey>] {
-            var holders = [RecordKey: Set<RecordKey>]()
-            for (key, record) in state { for child in record.childKeys { holders[child, default: []].insert(key) } }
-            return holders
-        }
-        let (inBase, inOurs, inTheirs) = (holders(base), holders(ours), holders(theirs))
-        for (child, oursHolders) in inOurs {
-            let newInOurs = oursHolders.subtracting(inBase[child] ?? []), newInTheirs = (inTheirs[child] ?? []).subtracting(inBase[child] ?? [])
-            guard !newInOurs.isEmpty, !newInTheirs.isEmpty, newInOurs != newInTheirs else { continue }
-            for key in newInOurs.symmetricDifference(newInTheirs) {
-                let (b, o, t) = (base[key], ours[key], theirs[key])
-                for case let (name, value) in [b, o, t].compactMap({ $0?.properties }).joined() where value.childKeys.contains(child) {
-                    result.insert(MergeConflict(key: key, property: name, base: b?.properties[name], ours: o?.properties[name], theirs: t?.properties[name]))
+        struct Place: Hashable { var key: RecordKey; var property: String }
+        func places(_ state: RecordState) -> [RecordKey: Set<Place>] {
+            var places = [RecordKey: Set<Place>]()
+            for (key, record) in state {
+                for (name, value) in record.properties {
+                    for child in value.childKeys { places[child, default: []].insert(Place(key: key, property: name)) }
                 }
+            }
+            return places
+        }
+        let (inBase, inOurs, inTheirs) = (places(base), places(ours), places(theirs))
+        for (child, o) in inOurs {
+            let b = inBase[child] ?? [], t = inTheirs[child] ?? []
+            guard o != b, !t.isEmpty, t != b, o != t else { continue }
+            for place in o.symmetricDifference(t) {
+                let (key, name) = (place.key, place.property)
+                result.insert(MergeConflict(key: key, property: name, base: base[key]?.properties[name], ours: ours[key]?.properties[name], theirs: theirs[key]?.properties[name]))
             }
         }
         for key in Set(base.keys).union(ours.keys).union(theirs.keys).sorted() {

@@ -3,9 +3,10 @@
 /// For a property conflict, `property` names it and the values are that property's (`nil`:
 /// absent). For a record deleted on one side and changed on the other, `property` is `nil` and
 /// each value is the whole record's properties as a `.map` (`nil`: the record is absent).
-/// A child both sides placed in different records (each moved it, or added it with the same key)
-/// is a conflict on each of those records' properties that hold it, even where each property
-/// merges cleanly by itself: the child can have one owner.
+/// A child both sides placed in different places (each moved it, or added it with the same key,
+/// to different records or to different properties of one record) is a conflict on each
+/// property one side put it in and the other did not, even where each property merges cleanly
+/// by itself: the child can have one place.
 public struct MergeConflict: Hashable, Sendable {
     public var key: RecordKey
     public var property: String?

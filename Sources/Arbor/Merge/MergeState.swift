@@ -15,6 +15,8 @@ struct MergeState {
     var merged = [RecordKey: Record?]()
     /// Blob objects of large merged records, to write with the commit.
     private(set) var blobs = [(hash: Hash, bytes: [UInt8])]()
+    /// The children ``findContestedChildren(store:)`` found, with the places each side put them.
+    private var contested = [RecordKey: (ours: Set<ChildPlacement>, theirs: Set<ChildPlacement>)]()
     /// Whether every record read was stored as Arbor stores it (inline up to
     /// ``ProllyTree/inlineLimit`` bytes, a blob above), so that its payload can be made again
     /// from its bytes. A store written otherwise is read, but not second-guessed.
@@ -143,6 +145,7 @@ struct MergeState {
             if orphans.isEmpty {
                 // Only once no holder is left to go as an orphan: one that took a child from
                 // another and then went would take the child with it.
+                if releaseContestedChildren(preferring: side) { continue }
                 if try releaseSharedChildren(preferring: side) { continue }
                 return
             }
@@ -159,9 +162,10 @@ struct MergeState {
     /// from the other side (a record deleted on one side and changed on the other), so the
     /// move stands. A record lets a child go only from arrays (``Record/releasing(_:)``); where
     /// that one holds it otherwise, the others let it go in key order, and the move is undone.
-    /// Where both sides moved the child to different records, the record that `side`'s version
-    /// holds it in keeps it (ours or theirs, as the strategy takes), else the record whose key
-    /// sorts last. Depends on the three versions alone, so both directions of a merge agree.
+    /// Where both sides moved the child to different records and
+    /// ``releaseContestedChildren(preferring:)`` could not settle it, the record that `side`'s
+    /// version holds it in keeps it (ours or theirs, as the strategy takes), else the record
+    /// whose key sorts last. Depends on the three versions alone, so both directions of a merge agree.
     /// Returns whether a record let a child go.
     ///
     /// - Complexity: O(m) for `m` merged records.
@@ -194,51 +198,94 @@ struct MergeState {
         return released
     }
 
-    /// The children both sides placed in different records: moved there from a third record
-    /// (or added with the same key), so that the two sides disagree on who owns them. Each is a
-    /// conflict on every property of either record that holds the child, with that property's
-    /// values at the ancestor and on both sides. ``MergeStrategy/manual`` stops at them; the
-    /// other strategies settle them (``enforceOwnership(store:source:preferring:)``).
+    /// The children both sides placed elsewhere than the ancestor did, and differently: moved
+    /// to different records, or to different properties of one record (a card moved from `todo`
+    /// to `doing` on one side and to `done` on the other), or added with the same key in
+    /// different places. Each is a conflict on every place (record and property) one side put
+    /// it in and the other did not, with that property's values at the ancestor and on both
+    /// sides. ``MergeStrategy/manual`` stops at them; the other strategies settle them
+    /// (``releaseContestedChildren(preferring:)``), so this also records them.
     ///
     /// A child one side moved and the other left where it was is no conflict: the move stands.
     ///
-    /// Only the record a child is in is compared, not the property: a side that moved the child
-    /// to another property of the same record left it where it was.
-    ///
     /// - Complexity: O(m) for the `m` changed records' bytes, plus decoding once each record
     ///   that holds a contested child.
-    func contestedChildren(store: Store) throws -> [MergeConflict] {
-        func holders(_ side: [RecordKey: [UInt8]]) throws -> [RecordKey: Set<RecordKey>] {
-            var holders = [RecordKey: Set<RecordKey>]()
+    mutating func findContestedChildren(store: Store) throws -> [MergeConflict] {
+        func placements(_ side: [RecordKey: [UInt8]]) throws -> [RecordKey: Set<ChildPlacement>] {
+            var placements = [RecordKey: Set<ChildPlacement>]()
             for key in changed {
-                for child in try side[key].map(RecordCoding.childKeys) ?? [] { holders[child, default: []].insert(key) }
+                guard let bytes = side[key] else { continue }
+                for (property, children) in try RecordCoding.childKeysByProperty(bytes) {
+                    for child in children { placements[child, default: []].insert(ChildPlacement(record: key, property: property)) }
+                }
             }
-            return holders
+            return placements
         }
-        let (inBase, inOurs, inTheirs) = (try holders(base), try holders(ours), try holders(theirs))
-        // The contested children of each holder: a record that holds many is decoded once.
-        var contested = [RecordKey: Set<RecordKey>]()
-        for (child, oursHolders) in inOurs {
-            let fromBase = inBase[child] ?? []
+        let (inBase, inOurs, inTheirs) = (try placements(base), try placements(ours), try placements(theirs))
+        // The disputed properties of each record: a record that holds many is decoded once.
+        var disputed = [RecordKey: Set<String>]()
+        contested = [:]
+        for (child, oursPlaces) in inOurs {
+            let baseplaces = inBase[child] ?? [], theirsPlaces = inTheirs[child] ?? []
             // A side that left the child where it was at the ancestor lets the other's move stand.
-            let newInOurs = oursHolders.subtracting(fromBase), newInTheirs = (inTheirs[child] ?? []).subtracting(fromBase)
-            guard !newInOurs.isEmpty, !newInTheirs.isEmpty, newInOurs != newInTheirs else { continue }
-            for holder in newInOurs.symmetricDifference(newInTheirs) { contested[holder, default: []].insert(child) }
+            guard oursPlaces != baseplaces, !theirsPlaces.isEmpty, theirsPlaces != baseplaces, oursPlaces != theirsPlaces else { continue }
+            contested[child] = (oursPlaces, theirsPlaces)
+            for place in oursPlaces.symmetricDifference(theirsPlaces) { disputed[place.record, default: []].insert(place.property) }
         }
-        var conflicts = Set<MergeConflict>()
-        for (holder, children) in contested {
+        var conflicts = [MergeConflict]()
+        for (holder, properties) in disputed {
             let merge = try recordMerge(holder, store: store)
-            let sides = [merge.base, merge.ours, merge.theirs].compactMap { $0?.properties }
-            let names = Set(sides.flatMap { properties in
-                properties.filter { $0.value.holdsChildren && !children.isDisjoint(with: $0.value.childKeys) }.keys
-            })
-            for name in names {
-                conflicts.insert(MergeConflict(
+            for name in properties {
+                conflicts.append(MergeConflict(
                     key: holder, property: name, base: merge.base?.properties[name],
                     ours: merge.ours?.properties[name], theirs: merge.theirs?.properties[name]))
             }
         }
         return conflicts.sorted(by: MergeConflict.canonicalOrder)
+    }
+
+    /// Settles the children ``findContestedChildren(store:)`` found: each stays where `side`'s
+    /// version put it (with most-recent, `nil`, the side that put it in the place that sorts
+    /// last, by record key then property name), and every other property of a merged record
+    /// lets it go from its arrays. Left to ``releaseSharedChildren(preferring:)`` where no
+    /// merged record holds it in a place kept (a record the merge deleted). Depends on the three
+    /// versions alone, so both directions of a merge agree. Returns whether a record let a child go.
+    ///
+    /// - Complexity: O(m) for `m` merged records, when children are contested.
+    private mutating func releaseContestedChildren(preferring side: RecordMerge.Side?) -> Bool {
+        guard !contested.isEmpty else { return false }
+        var holders = [RecordKey: [RecordKey]]()
+        for case let (key, record?) in merged {
+            for child in Set(record.childKeys) where contested[child] != nil { holders[child, default: []].append(key) }
+        }
+        var released = false
+        for (child, places) in contested {
+            let kept: Set<ChildPlacement> = switch side {
+            case .ours: places.ours
+            case .theirs: places.theirs
+            case nil: places.ours.symmetricDifference(places.theirs).max().map { places.ours.contains($0) ? places.ours : places.theirs } ?? places.ours
+            }
+            func holds(_ record: Record, _ property: String) -> Bool {
+                record.properties[property].map { $0.holdsChildren && $0.childKeys.contains(child) } ?? false
+            }
+            let keys = holders[child] ?? []
+            guard keys.contains(where: { key in
+                guard case .some(.some(let record)) = merged[key] else { return false }
+                return kept.contains { $0.record == key && holds(record, $0.property) }
+            }) else { continue }
+            for key in keys {
+                guard case .some(.some(let record)) = merged[key] else { continue }
+                var properties = record.properties
+                for (name, value) in record.properties where !kept.contains(ChildPlacement(record: key, property: name)) && holds(record, name) {
+                    // A child held other than in an array stays: the record's type may need it.
+                    if let without = value.droppingElement(child) { properties[name] = without }
+                }
+                guard properties != record.properties else { continue }
+                merged[key] = .some(Record(key: key, properties: properties))
+                released = true
+            }
+        }
+        return released
     }
 
     /// The index edits that turn ours' index into the merged one, in key order; large records'
@@ -262,4 +309,14 @@ struct MergeState {
         return edits.sorted { compareKeys($0.key, $1.key) < 0 }
     }
 
+}
+
+/// Where a record holds a child: the record, and its property that holds it.
+struct ChildPlacement: Hashable, Comparable {
+    var record: RecordKey
+    var property: String
+
+    static func < (a: ChildPlacement, b: ChildPlacement) -> Bool {
+        a.record != b.record ? a.record < b.record : utf8Less(a.property, b.property)
+    }
 }

@@ -1,6 +1,6 @@
 /// How a merge settles a conflict: the same property changed differently on both sides, a
 /// record deleted on one side and changed on the other, or a child the two sides placed in
-/// different records (which of them keeps it).
+/// different places (where it goes).
 ///
 /// Every strategy but ``manual`` makes a merge commit; ``manual`` makes none and hands the
 /// conflicts back as data. A type can override the strategy with ``MergeResolvers``.

@@ -145,8 +145,8 @@ extension Store {
             let result = recordMerge.merge()
             if result.conflicts.isEmpty { state.merged[key] = .some(result.merged) } else { pending.append((recordMerge, result)) }
         }
-        // A child the sides placed in different records conflicts too, over who owns it.
-        let contested = try state.contestedChildren(store: self)
+        // A child the sides placed in different places conflicts too, over where it goes.
+        let contested = try state.findContestedChildren(store: self)
         let conflicts = Set(pending.flatMap(\.result.conflicts) + contested).sorted(by: MergeConflict.canonicalOrder)
         if strategy == .manual, !rule.overridesUnderManual, !conflicts.isEmpty { return .conflicts(conflicts) }
 
@@ -176,7 +176,7 @@ extension Store {
                 }
             }
         }
-        // Who owns a contested child is the merge's to say, not a type's: a configured manual
+        // Where a contested child goes is the merge's to say, not a type's: a configured manual
         // stops there too.
         if strategy == .manual { manual += contested }
         if !manual.isEmpty { return .conflicts(Set(manual).sorted(by: MergeConflict.canonicalOrder)) }
