@@ -852,31 +852,47 @@ final class HeldSwapBackend: ForwardingBackend {
         return (base, try await replica.save(Task(id: "t", title: "again", done: false), parents: [base.id]).root)
     }
 
-    /// The same re-use, but the commit moves its heads after the sweep's marking that follows
-    /// its batch (the last): the collection would write the index back only a grace period
-    /// later, and until then the version did not read. The commit now writes back what it needs
-    /// that is gone, once its heads moved.
-    @Test func aCommitWhoseReusedIndexTheLastBatchRemovedReadsAtOnce() async throws {
+    /// The same re-use, but the commit (or the merge, made again after it failed the same way)
+    /// moves its heads after the sweep's marking that follows its batch (the last): the
+    /// collection would write its objects back only a grace period later, and until then the
+    /// version did not read. A commit and a merge now write back what they need that is gone,
+    /// once their heads moved.
+    @Test(arguments: [false, true])
+    func aVersionWhoseReusedObjectsTheLastBatchRemovedReadsAtOnce(merging: Bool) async throws {
         let inner = MemoryBackend()
         let faults = FaultInjectingBackend(inner)
         let backend = SweepWritingBackend(faults)
         let store = Store(backend: backend)
         let gate = HeldSwapBackend(inner)
         let writer = Store(backend: gate, configuration: .init(nodeCacheCapacity: 0))
-        let (base, victim) = try await Self.failedCommitsIndex(in: store, faults: faults)
-        backend.victim = victim
+        let (base, root) = try await Self.failedCommitsIndex(in: store, faults: faults)
+        let makeAgain: @Sendable () async throws -> Version
+        if merging {
+            try await store.save(Task(id: "t", title: "again", done: false), parents: [base.id])
+            try await store.save(Person(id: "q", name: "beside"), parents: [base.id])
+            faults.arm(FaultPlan(call: .compareAndSwap, countdown: 1, timing: .before, sticky: true))
+            await #expect(throws: ArborError.self) { try await store.mergeHeads() }
+            faults.disarm()
+            let replica = Store(backend: MemoryBackend())
+            try await store.exchange(to: replica)
+            backend.victim = try #require(try await replica.mergeHeads()?.version).id
+            makeAgain = { try #require(try await writer.mergeHeads()?.version) }
+        } else {
+            backend.victim = root
+            makeAgain = { try await writer.save(Task(id: "t", title: "again", done: false), parents: [base.id]) }
+        }
 
-        let commit = Mutex<_Concurrency.Task<Version, any Error>?>(nil)
-        // Before the batch goes: the commit writes its objects (all found present) and waits at its swap.
+        let made = Mutex<_Concurrency.Task<Version, any Error>?>(nil)
+        // Before the batch goes: the writer writes its objects (all found present) and waits at its swap.
         backend.beforeDelete = {
-            commit.withLock { $0 = _Concurrency.Task { try await writer.save(Task(id: "t", title: "again", done: false), parents: [base.id]) } }
+            made.withLock { $0 = _Concurrency.Task { try await makeAgain() } }
             while !gate.isHolding { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
         }
         let read = Mutex<String?>(nil)
         // The marking after the batch has read the heads: the swap lands now, and the version is read.
         backend.afterRefsFollowingDelete = {
             gate.release()
-            guard let version = try await commit.withLock({ $0 })?.value else { return }
+            guard let version = try await made.withLock({ $0 })?.value else { return }
             do {
                 let title = try await Store(backend: inner).value(Task.self, id: "t", at: version.id)?.title
                 read.withLock { $0 = title }

@@ -34,7 +34,8 @@ extension Store {
         let rule = MergeRule(asked: strategy, configuration: configuration)
         // No head of this set builds on another, so none builds on what builds on its heads.
         let startHeads = Set(try await headState().heads)
-        let outcome = try await merge(sides[0], sides[1], rule: rule)
+        let written = WrittenObjects()
+        let outcome = try await merge(sides[0], sides[1], rule: rule, written: written)
         if case .fastForward(let result) = outcome {
             // The heads move only when the side passed by was one of them: a fast-forward
             // between older versions ends on an ancestor of a head, never a head itself.
@@ -46,6 +47,7 @@ extension Store {
             try await updateHeads(
                 removing: Set([ours, theirs]).subtracting([result.id]), adding: result.id, existing: result.time,
                 settled: startHeads.isSuperset(of: [ours, theirs]) ? startHeads : [])
+            await writeBackRemoved(written.objects)
         }
         return outcome
     }
@@ -79,12 +81,13 @@ extension Store {
         let takesSides = [MergeStrategy.ours, .theirs].contains(rule.strategy) || configuration.mergeResolvers.takesSides
         let sides = takesSides && !ours.isEmpty && ours.count < ids.count
             ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
-        let (folded, merges) = try await foldHeads(sides, rule: rule)
+        let (folded, merges, written) = try await foldHeads(sides, rule: rule)
         guard let outcome = folded else { return nil }
         if let result = outcome.version {
             // The merges of the tournament are deterministic too: another task or replica that
             // merged some of these heads may have made one of them a head meanwhile.
             try await updateHeads(removing: Set(ids).union(merges).subtracting([result.id]), adding: result.id, existing: result.time)
+            await writeBackRemoved(written)
         }
         return outcome
     }
@@ -106,18 +109,18 @@ extension Store {
 
     /// Merges each of `sides` to one version by a tournament over its heads in hash order, then
     /// those versions, in the order of `sides`, the same way; with the outcome, every merge
-    /// commit the tournament made on the way.
-    private func foldHeads(_ sides: [[Hash]], rule: MergeRule) async throws -> (outcome: MergeOutcome?, merges: Set<Hash>) {
+    /// commit the tournament made on the way, and the objects it wrote.
+    private func foldHeads(_ sides: [[Hash]], rule: MergeRule) async throws -> (outcome: MergeOutcome?, merges: Set<Hash>, written: [(hash: Hash, bytes: [UInt8])]) {
         var fold = HeadFold()
         var results = [Version]()
         for side in sides {
             guard let result = try await fold.tournament(try await versions(side.sorted()), rule: rule, store: self) else {
-                return (fold.conflicts.map { .conflicts($0) }, fold.merges)
+                return (fold.conflicts.map { .conflicts($0) }, fold.merges, [])
             }
             results.append(result)
         }
-        guard let result = try await fold.tournament(results, rule: rule, store: self) else { return (fold.conflicts.map { .conflicts($0) }, fold.merges) }
-        return (fold.outcome(result), fold.merges)
+        guard let result = try await fold.tournament(results, rule: rule, store: self) else { return (fold.conflicts.map { .conflicts($0) }, fold.merges, []) }
+        return (fold.outcome(result), fold.merges, fold.written.objects)
     }
 
     /// Merges two versions and writes the merge commit's objects; the head set is left alone.
@@ -128,7 +131,10 @@ extension Store {
     }
 
     /// ``merge(_:_:strategy:virtualAncestors:)`` by `rule`.
-    func merge(_ ours: Version, _ theirs: Version, rule: MergeRule, virtualAncestors: VirtualAncestors = VirtualAncestors()) async throws -> MergeOutcome {
+    /// `written`, when given, collects the objects the merge writes.
+    func merge(
+        _ ours: Version, _ theirs: Version, rule: MergeRule, virtualAncestors: VirtualAncestors = VirtualAncestors(), written: WrittenObjects? = nil
+    ) async throws -> MergeOutcome {
         let strategy = rule.strategy
         let ancestry = try await CommonAncestor.find(ours, theirs, store: self)
         if ancestry.ancestor?.id == theirs.id { return .fastForward(ours) }
@@ -221,6 +227,7 @@ extension Store {
         let id = Hash.of(bytes)
         objects.append((id, bytes))
         try await backend.put(objects)
+        written?.objects += objects
         let report = MergeReport(ancestor: base?.id, changed: state.changed, resolved: conflicts)
         return .merged(Version(id: id, content: content), report)
     }
@@ -338,6 +345,11 @@ extension Store {
 /// The virtual ancestors one merge operation has made, by their candidates (sorted ids) and the
 /// depth of recursion they were made at; `nil` where the candidates conflict. Kept for one
 /// operation only: a virtual ancestor's objects are garbage once it ends.
+/// The objects merges wrote, to write back once the heads moved (``Store/writeBackRemoved(_:)``).
+final class WrittenObjects {
+    var objects = [(hash: Hash, bytes: [UInt8])]()
+}
+
 final class VirtualAncestors {
     struct Key: Hashable {
         var candidates: [Hash]
@@ -377,6 +389,8 @@ private struct HeadFold {
     /// The conflicts a manual merge stopped at, when one did.
     var conflicts: [MergeConflict]?
     let virtualAncestors = VirtualAncestors()
+    /// The objects the tournament's merges wrote.
+    let written = WrittenObjects()
 
     /// Merges `round` to one version: neighbours in pairs, then the results in pairs. Folding
     /// one head at a time into the result made each merge diff everything merged so far: 3,000
@@ -390,7 +404,7 @@ private struct HeadFold {
             next.reserveCapacity((round.count + 1) / 2)
             for index in stride(from: 0, to: round.count, by: 2) {
                 guard index + 1 < round.count else { next.append(round[index]); continue }
-                switch try await store.merge(round[index], round[index + 1], rule: rule, virtualAncestors: virtualAncestors) {
+                switch try await store.merge(round[index], round[index + 1], rule: rule, virtualAncestors: virtualAncestors, written: written) {
                 case .fastForward(let version):
                     next.append(version)
                 case .merged(let version, let report):
