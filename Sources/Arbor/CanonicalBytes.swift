@@ -308,25 +308,30 @@ extension CanonicalReader {
     /// Reads past named values, checking all that ``namedValues(depth:)`` checks, without
     /// building them.
     mutating func checkNamedValues(depth: Int = 0) throws {
-        let start = offset
+        let count = try count()
         var previous: Range<Int>?
         var allASCII = true
-        for _ in 0..<(try count()) {
+        // Kept only where two could be one Unicode name: more than one name.
+        var names = [Range<Int>]()
+        for _ in 0..<count {
             let (name, isASCII) = try checkString()
             if let previous, bytes.withBytes({ compareKeys(UnsafeBufferPointer(rebasing: $0[previous]), UnsafeBufferPointer(rebasing: $0[name])) }) >= 0 {
                 throw corrupt("names out of order")
             }
             previous = name
             allASCII = allASCII && isASCII
+            if count > 1 { names.append(name) }
             try checkValue(depth: depth)
         }
         // Names of distinct bytes can be canonically equivalent Unicode only where one is not
-        // ASCII (the Kelvin sign is a K): then the names are read again as the decoder reads them.
-        if !allASCII {
-            let end = offset
-            offset = start
-            _ = try namedValues(depth: depth)
-            offset = end
+        // ASCII (the Kelvin sign is a K): then they are compared as the decoder's dictionary does.
+        guard !allASCII else { return }
+        var seen = Set<String>(minimumCapacity: names.count)
+        for range in names {
+            let name = bytes.withBytes { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+            guard seen.insert(name).inserted else {
+                throw corrupt("two names are canonically equivalent Unicode (\(String(reflecting: String(name.prefix(40)))))")
+            }
         }
     }
 
