@@ -309,23 +309,38 @@ extension CanonicalReader {
     /// building them.
     mutating func checkNamedValues(depth: Int = 0) throws {
         let count = try count()
+        // Where the names lie, for the Unicode check below: on the stack for a record's usual
+        // few, else in an array that grows with the names read (a count is only a claim).
+        guard count > 16 else {
+            return try withUnsafeTemporaryAllocation(of: Range<Int>.self, capacity: count) { names in
+                try checkNamedValues(count: count, depth: depth) { names.initializeElement(at: $0, to: $1) } names: { Array(names) }
+            }
+        }
+        var names = [Range<Int>]()
+        try checkNamedValues(count: count, depth: depth) { names.append($1) } names: { names }
+    }
+
+    /// The entries of ``checkNamedValues(depth:)``, each name's place handed to `keep` with its
+    /// index, and all of them back from `names` where two may be one Unicode name.
+    private mutating func checkNamedValues(
+        count: Int, depth: Int, keep: (Int, Range<Int>) -> Void, names: () -> [Range<Int>]
+    ) throws {
         var previous: Range<Int>?
         var allASCII = true
-        // Kept only where two could be one Unicode name: more than one name.
-        var names = [Range<Int>]()
-        for _ in 0..<count {
+        for index in 0..<count {
             let (name, isASCII) = try checkString()
             if let previous, bytes.withBytes({ compareKeys(UnsafeBufferPointer(rebasing: $0[previous]), UnsafeBufferPointer(rebasing: $0[name])) }) >= 0 {
                 throw corrupt("names out of order")
             }
             previous = name
             allASCII = allASCII && isASCII
-            if count > 1 { names.append(name) }
+            keep(index, name)
             try checkValue(depth: depth)
         }
         // Names of distinct bytes can be canonically equivalent Unicode only where one is not
         // ASCII (the Kelvin sign is a K): then they are compared as the decoder's dictionary does.
-        guard !allASCII else { return }
+        guard !allASCII, count > 1 else { return }
+        let names = names()
         var seen = Set<String>(minimumCapacity: names.count)
         for range in names {
             let name = bytes.withBytes { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
@@ -335,12 +350,20 @@ extension CanonicalReader {
         }
     }
 
+    /// Whether every byte is ASCII (below 0x80).
+    @inline(__always)
+    static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var high: UInt8 = 0
+        for byte in bytes { high |= byte }
+        return high < 0x80
+    }
+
     /// Reads past a string, checking what ``string()`` checks; an ASCII one (valid UTF-8) without
     /// making it. Returns where its bytes lie, and whether they are ASCII.
     mutating func checkString() throws -> (range: Range<Int>, isASCII: Bool) {
         let start = offset
         let range = try sliceRange()
-        let isASCII = bytes.withBytes { UnsafeBufferPointer(rebasing: $0[range]).allSatisfy { $0 < 0x80 } }
+        let isASCII = bytes.withBytes { Self.isASCII(UnsafeBufferPointer(rebasing: $0[range])) }
         if !isASCII {
             offset = start
             _ = try string()

@@ -101,6 +101,12 @@ import Testing
         // ASCII name equal to one that is not ("K", then the Kelvin sign U+212A).
         inputs.append([0x02, 0x03, 0x65, 0xCC, 0x81, 0x00, 0x02, 0xC3, 0xA9, 0x00])
         inputs.append([0x02, 0x01, 0x4B, 0x00, 0x03, 0xE2, 0x84, 0xAA, 0x00])
+        // The same past 16 names, where the check keeps the names otherwise.
+        var many = ByteWriter()
+        let names = ["K"] + (0..<16).map { "a\($0 < 10 ? "0" : "")\($0)" } + ["\u{212A}"]
+        many.varint(names.count)
+        for name in names { many.string(name); many.value(.null) }
+        inputs.append(many.bytes)
         // A branch whose children claim 2^64 - 1 records each.
         let first: [UInt8] = [0x01, 0x61] + [UInt8](repeating: 0xAA, count: 32) + maxVarint
         let second: [UInt8] = [0x01, 0x62] + [UInt8](repeating: 0xBB, count: 32) + maxVarint

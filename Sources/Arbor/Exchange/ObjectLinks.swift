@@ -122,7 +122,9 @@ struct ObjectLinks {
     /// it would. A blob's record is checked where the blob is read.
     static func recordDamage(key: ArraySlice<UInt8>, payload: ByteReader.IndexEntryPayload, in bytes: [UInt8]) -> String? {
         do {
-            _ = try RecordKey(indexBytes: key)
+            // An ASCII key with a NUL is a record key; only others need the strings made.
+            let isASCIIKey = key.withUnsafeBufferPointer { ByteReader.isASCII($0) && $0.contains(0) }
+            if !isASCIIKey { _ = try RecordKey(indexBytes: key) }
             if case .inline(let record) = payload {
                 try bytes.withUnsafeBufferPointer { try RecordCoding.check(UnsafeBufferPointer(rebasing: $0[record])) }
             }
