@@ -454,10 +454,16 @@ enum RecordCoding {
         var reader = ByteReader(bytes)
         var result = [(property: String, children: [RecordKey])]()
         for _ in 0..<(try reader.count()) {
-            let name = try reader.string()
+            let start = reader.offset
+            _ = try reader.sliceRange()
             var children = [RecordKey]()
             try reader.collectChildren(into: &children)
-            if !children.isEmpty { result.append((name, children)) }
+            guard !children.isEmpty else { continue }
+            // The name, made (and checked) only for properties that hold children.
+            let end = reader.offset
+            reader.offset = start
+            result.append((try reader.string(), children))
+            reader.offset = end
         }
         try reader.expectEnd()
         return result

@@ -120,8 +120,14 @@ import Testing
     /// that sorts last), the same in both directions.
     @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs, .manual])
     func aCardMovedToTwoPlacesEndsInOne(strategy: MergeStrategy) async throws {
+        // Columns of cards, or of entries that wrap a card (`{card, note}`) for boards "w".
         func board(_ id: String, _ columns: [String: [String]]) -> Record {
-            Record(type: "KanbanBoard", id: id, properties: columns.mapValues { .array($0.map { .child(RecordKey(type: "KanbanCard", id: $0)) }) })
+            Record(type: "KanbanBoard", id: id, properties: columns.mapValues {
+                .array($0.map { card in
+                    let key = PropertyValue.child(RecordKey(type: "KanbanCard", id: card))
+                    return id.hasPrefix("w") ? .map(["card": key, "note": .string("moved")]) : key
+                })
+            })
         }
         let card = RecordKey(type: "KanbanCard", id: "c")
         // (what ours does, what theirs does, where each strategy leaves the card)
@@ -130,12 +136,15 @@ import Testing
              [.mostRecent: "a.done", .ours: "a.doing", .theirs: "a.done"], ["a.doing", "a.done"]),
             ([board("a", ["todo": []]), board("b", ["todo": ["c"]])], [board("a", ["todo": [], "done": ["c"]])],
              [.mostRecent: "b.todo", .ours: "b.todo", .theirs: "a.done"], ["a.done", "b.todo"]),
+            ([board("a", ["todo": []]), board("w", ["todo": [], "doing": ["c"]])], [board("a", ["todo": []]), board("w", ["todo": [], "done": ["c"]])],
+             [.mostRecent: "w.done", .ours: "w.doing", .theirs: "w.done"], ["w.doing", "w.done"]),
         ]
         for (oursEdits, theirsEdits, kept, disputed) in cases {
             let store = Store.ticking()
             let start = try await store.change(on: nil) {
                 try $0.save(board("a", ["todo": ["c"]]))
                 try $0.save(board("b", ["todo": []]))
+                try $0.save(board("w", ["todo": []]))
                 try $0.save(Record(key: card, properties: ["title": .string("card")]))
             }
             let ours = try await store.change(on: start) { for record in oursEdits { try $0.save(record) } }

@@ -225,7 +225,10 @@ struct MergeState {
         // The disputed properties of each record: a record that holds many is decoded once.
         var disputed = [RecordKey: Set<String>]()
         contested = [:]
-        for (child, oursPlaces) in inOurs {
+        // In key order: the spelling of a property name two sides spell differently is the
+        // first one met, the same in every run.
+        for child in inOurs.keys.sorted() {
+            let oursPlaces = inOurs[child] ?? []
             let baseplaces = inBase[child] ?? [], theirsPlaces = inTheirs[child] ?? []
             // A side that left the child where it was at the ancestor lets the other's move stand.
             guard oursPlaces != baseplaces, !theirsPlaces.isEmpty, theirsPlaces != baseplaces, oursPlaces != theirsPlaces else { continue }
@@ -247,7 +250,7 @@ struct MergeState {
     /// Settles the children ``findContestedChildren(store:)`` found: each stays where `side`'s
     /// version put it (with most-recent, `nil`, the side that put it in the place that sorts
     /// last, by record key then property name), and every other property of a merged record
-    /// lets it go from its arrays. Left to ``releaseSharedChildren(preferring:)`` where no
+    /// lets it go from its arrays, with the entry that wraps it if it is that entry's only child. Left to ``releaseSharedChildren(preferring:)`` where no
     /// merged record holds it in a place kept (a record the merge deleted). Depends on the three
     /// versions alone, so both directions of a merge agree. Returns whether a record let a child go.
     ///
@@ -277,8 +280,9 @@ struct MergeState {
                 guard case .some(.some(let record)) = merged[key] else { continue }
                 var properties = record.properties
                 for (name, value) in record.properties where !kept.contains(ChildPlacement(record: key, property: name)) && holds(record, name) {
-                    // A child held other than in an array stays: the record's type may need it.
-                    if let without = value.droppingElement(child) { properties[name] = without }
+                    // A child held other than in an array (or an array's entry that holds only
+                    // it) stays: the record's type may need it.
+                    if let without = value.droppingElement(child, wholeEntries: true) { properties[name] = without }
                 }
                 guard properties != record.properties else { continue }
                 merged[key] = .some(Record(key: key, properties: properties))
@@ -317,6 +321,7 @@ struct ChildPlacement: Hashable, Comparable {
     var property: String
 
     static func < (a: ChildPlacement, b: ChildPlacement) -> Bool {
-        a.record != b.record ? a.record < b.record : utf8Less(a.property, b.property)
+        // Names equal as Unicode are one place, ordered neither way.
+        a.record != b.record ? a.record < b.record : a.property != b.property && utf8Less(a.property, b.property)
     }
 }

@@ -14,8 +14,10 @@ extension Record {
 
 extension PropertyValue {
     /// This value without the array elements that are child `child`, at any depth; `nil` if it
-    /// also holds the child elsewhere (itself, or a map's value).
-    func droppingElement(_ child: RecordKey) -> PropertyValue? {
+    /// also holds the child elsewhere (itself, or a map's value). With `wholeEntries`, an array
+    /// element whose only child is `child` (a struct that wraps it, `{card, note}` in a column)
+    /// goes too.
+    func droppingElement(_ child: RecordKey, wholeEntries: Bool = false) -> PropertyValue? {
         switch self {
         case .child(let key):
             return key == child ? nil : self
@@ -23,14 +25,15 @@ extension PropertyValue {
             var kept = [PropertyValue]()
             kept.reserveCapacity(values.count)
             for value in values where value != .child(child) {
-                guard let value = value.droppingElement(child) else { return nil }
+                if wholeEntries, value.holdsChildren, value.childKeys == [child] { continue }
+                guard let value = value.droppingElement(child, wholeEntries: wholeEntries) else { return nil }
                 kept.append(value)
             }
             return .array(kept)
         case .map(let values):
             var kept = [String: PropertyValue](minimumCapacity: values.count)
             for (name, value) in values {
-                guard let value = value.droppingElement(child) else { return nil }
+                guard let value = value.droppingElement(child, wholeEntries: wholeEntries) else { return nil }
                 kept[name] = value
             }
             return .map(kept)

@@ -81,7 +81,7 @@ extension Store {
         let takesSides = [MergeStrategy.ours, .theirs].contains(rule.strategy) || configuration.mergeResolvers.takesSides
         let sides = takesSides && !ours.isEmpty && ours.count < ids.count
             ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
-        let (folded, merges, written) = try await foldHeads(sides, rule: rule)
+        let (folded, merges, written) = try await foldHeads(sides, rule: rule, keepingWritten: true)
         guard let outcome = folded else { return nil }
         if let result = outcome.version {
             // The merges of the tournament are deterministic too: another task or replica that
@@ -110,8 +110,11 @@ extension Store {
     /// Merges each of `sides` to one version by a tournament over its heads in hash order, then
     /// those versions, in the order of `sides`, the same way; with the outcome, every merge
     /// commit the tournament made on the way, and the objects it wrote.
-    private func foldHeads(_ sides: [[Hash]], rule: MergeRule) async throws -> (outcome: MergeOutcome?, merges: Set<Hash>, written: [(hash: Hash, bytes: [UInt8])]) {
+    private func foldHeads(
+        _ sides: [[Hash]], rule: MergeRule, keepingWritten: Bool = false
+    ) async throws -> (outcome: MergeOutcome?, merges: Set<Hash>, written: [(hash: Hash, bytes: [UInt8])]) {
         var fold = HeadFold()
+        if keepingWritten { fold.written = WrittenObjects() }
         var results = [Version]()
         for side in sides {
             guard let result = try await fold.tournament(try await versions(side.sorted()), rule: rule, store: self) else {
@@ -120,7 +123,7 @@ extension Store {
             results.append(result)
         }
         guard let result = try await fold.tournament(results, rule: rule, store: self) else { return (fold.conflicts.map { .conflicts($0) }, fold.merges, []) }
-        return (fold.outcome(result), fold.merges, fold.written.objects)
+        return (fold.outcome(result), fold.merges, fold.written?.objects ?? [])
     }
 
     /// Merges two versions and writes the merge commit's objects; the head set is left alone.
@@ -227,7 +230,7 @@ extension Store {
         let id = Hash.of(bytes)
         objects.append((id, bytes))
         try await backend.put(objects)
-        written?.objects += objects
+        written?.add(objects)
         let report = MergeReport(ancestor: base?.id, changed: state.changed, resolved: conflicts)
         return .merged(Version(id: id, content: content), report)
     }
@@ -342,14 +345,20 @@ extension Store {
     }
 }
 
+/// The objects merges wrote, to write back once the heads moved (``Store/writeBackRemoved(_:)``):
+/// index nodes and commits, not large records' blobs, which can be hundreds of MB each (a
+/// collection's own later marking writes those back).
+final class WrittenObjects {
+    private(set) var objects = [(hash: Hash, bytes: [UInt8])]()
+
+    func add(_ written: [(hash: Hash, bytes: [UInt8])]) {
+        objects += written.filter { ObjectKind.of($0.bytes) != .blob }
+    }
+}
+
 /// The virtual ancestors one merge operation has made, by their candidates (sorted ids) and the
 /// depth of recursion they were made at; `nil` where the candidates conflict. Kept for one
 /// operation only: a virtual ancestor's objects are garbage once it ends.
-/// The objects merges wrote, to write back once the heads moved (``Store/writeBackRemoved(_:)``).
-final class WrittenObjects {
-    var objects = [(hash: Hash, bytes: [UInt8])]()
-}
-
 final class VirtualAncestors {
     struct Key: Hashable {
         var candidates: [Hash]
@@ -389,8 +398,8 @@ private struct HeadFold {
     /// The conflicts a manual merge stopped at, when one did.
     var conflicts: [MergeConflict]?
     let virtualAncestors = VirtualAncestors()
-    /// The objects the tournament's merges wrote.
-    let written = WrittenObjects()
+    /// The objects the tournament's merges wrote, when they are to be written back.
+    var written: WrittenObjects?
 
     /// Merges `round` to one version: neighbours in pairs, then the results in pairs. Folding
     /// one head at a time into the result made each merge diff everything merged so far: 3,000

@@ -80,8 +80,10 @@ extension Store {
     ///
     /// - Complexity: one existence check of the `k` objects; a put of those missing.
     func writeBackRemoved(_ objects: [(hash: Hash, bytes: [UInt8])]) async {
-        guard let present = try? await backend.contains(objects.map(\.hash)), present.count < objects.count else { return }
-        try? await backend.put(objects.filter { !present.contains($0.hash) })
+        guard let present = try? await backend.contains(objects.map(\.hash)) else { return }
+        let missing = objects.filter { !present.contains($0.hash) }
+        guard !missing.isEmpty else { return }
+        try? await backend.put(missing)
     }
 
     /// Commits a single value tree, on `parents` as ``commit(_:message:parents:)`` takes them.

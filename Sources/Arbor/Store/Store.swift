@@ -138,7 +138,8 @@ public final class Store: Sendable {
     /// Replaces `removing` by `adding` in the head set, retrying the compare-and-swap until it
     /// lands: concurrent writers each keep their own head, so nothing is lost. A swap whose
     /// connection dropped (``ArborError/Code/connection``) is tried again twice, as one that
-    /// lost a race, since it may have landed; other errors are thrown.
+    /// lost a race, since it may have landed (and after the third, counts as landed if the heads
+    /// read then hold `adding`); other errors are thrown.
     ///
     /// `existing` is the time of `adding` when it may be a version the store held before (a
     /// merge another replica or task made too, a fast-forward): one that a head builds on by
@@ -170,7 +171,11 @@ public final class Store: Sendable {
             try await backend.put([(hash, bytes)])
             do {
                 if try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return }
-            } catch let error as ArborError where error.code == .connection && lostAnswers < 2 {
+            } catch let error as ArborError where error.code == .connection && lostAnswers == 2 {
+                // Given up: unless the heads, if they can be read, show that it landed.
+                if let (_, now) = try? await headState(), now.contains(adding) { return }
+                throw error
+            } catch let error as ArborError where error.code == .connection {
                 // A dropped connection leaves the swap's fate unknown: its answer lost after it
                 // landed, or the statement still landing. Round again, as after a lost race: the
                 // heads then read are the set written (done), the old set (the same swap again,
