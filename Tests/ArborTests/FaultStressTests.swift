@@ -239,8 +239,9 @@ final class FaultInjectingLender: ForwardingBackend, InPlaceReading {
 /// must read back the same, a commit must have landed whole or not at all, and a transfer or a
 /// collection run again must finish the job. Reproduce a failure with its seed:
 /// `FAULT_SEEDS=17 FAULT_STEPS=300 swift test --filter FaultStressTests` (a range: `1-200`);
-/// `FAULT_JSON=1` adds JSON stores, `FAULT_PG=1` PostgreSQL ones (each in a fresh database of
-/// the test server, `ARBOR_TEST_POSTGRES_URL`: scripts/postgres-fixture.sh starts one).
+/// `FAULT_JSON=1` adds JSON stores. PostgreSQL stores (each in a fresh database of the test
+/// server, `ARBOR_TEST_POSTGRES_URL`: scripts/postgres-fixture.sh starts one) take part wherever
+/// the PostgreSQL tests run; `FAULT_PG=0` leaves them out, `FAULT_PG=1` asks for them.
 @Suite struct FaultStressTests {
     static let seeds = seedsFromEnvironment("FAULT_SEEDS", default: [1, 2, 3])
     static let steps = ProcessInfo.processInfo.environment["FAULT_STEPS"].flatMap(Int.init) ?? 80
@@ -301,7 +302,9 @@ final class FaultRun: SeededRun {
         random = SeededGenerator(seed: seed &* 0x2545_F491_4F6C_DD1D &+ 7)
         var engines: [AdapterKind] = [.memory, .sqlite, .lmdb]
         if ProcessInfo.processInfo.environment["FAULT_JSON"] == "1" { engines.append(.json) }
-        if ProcessInfo.processInfo.environment["FAULT_PG"] == "1" { engines.append(.postgres) }
+        // PostgreSQL wherever its tests run (CI included), unless FAULT_PG=0.
+        let postgres = ProcessInfo.processInfo.environment["FAULT_PG"].map { $0 == "1" } ?? PostgresTestServer.isEnabled
+        if postgres { engines.append(.postgres) }
         self.engines = engines
         let count = 2 + Int(seed % 2)
         for index in 0..<count {
