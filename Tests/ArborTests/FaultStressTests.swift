@@ -776,16 +776,18 @@ final class SweepWritingBackend: ForwardingBackend {
     }
 }
 
-/// Lands each compare-and-swap, then, while `fails` is set, throws an I/O error: a swap whose
-/// rename landed but whose fsync failed.
+/// While `failure` is set, throws it from each compare-and-swap, after the swap landed (a
+/// rename whose fsync failed; a statement that committed before the cancel reached the server)
+/// or, unless `landsFirst`, instead of it.
 final class SwapThenFailBackend: ForwardingBackend {
     let inner: any Backend
-    nonisolated(unsafe) var fails = false
+    nonisolated(unsafe) var failure: (any Error)?
+    nonisolated(unsafe) var landsFirst = true
     init(_ inner: any Backend) { self.inner = inner }
     func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
-        let swapped = try await inner.compareAndSwap(ref: name, expected: expected, new: new)
-        if fails { throw ArborError(.io, "fsync failed") }
-        return swapped
+        guard let failure else { return try await inner.compareAndSwap(ref: name, expected: expected, new: new) }
+        if landsFirst { _ = try await inner.compareAndSwap(ref: name, expected: expected, new: new) }
+        throw failure
     }
 }
 
@@ -913,7 +915,7 @@ final class HeldSwapBackend: ForwardingBackend {
     /// change. A swap whose connection drops is now tried again, so the commit succeeds with one
     /// version, whether the swap had landed or not; with the connection down for good it
     /// throws, and the heads are as they were. Other errors of a swap that landed (a failed
-    /// fsync) are thrown at once.
+    /// fsync) are thrown at once. A swap cancelled in flight counts as landed if it did.
     @Test func aCommitWhoseSwapLandedButWhoseAnswerWasLostSucceeds() async throws {
         let backend = FaultInjectingBackend(MemoryBackend())
         let store = Store(backend: backend)
@@ -934,8 +936,19 @@ final class HeldSwapBackend: ForwardingBackend {
         let failing = SwapThenFailBackend(MemoryBackend())
         let other = Store(backend: failing)
         try await other.save(Person(id: "p", name: "first"))
-        failing.fails = true
+        failing.failure = ArborError(.io, "fsync failed")
         await #expect(throws: ArborError.self) { try await other.save(Person(id: "p", name: "second")) }
+
+        // Cancelled while its swap was in flight: landed, it succeeds; not landed, it throws.
+        let cancelling = SwapThenFailBackend(MemoryBackend())
+        let fresh = Store(backend: cancelling)
+        let first = try await fresh.save(Person(id: "p", name: "first"))
+        cancelling.failure = CancellationError()
+        let landed = try await fresh.save(Person(id: "p", name: "landed"))
+        #expect(try await fresh.heads().map(\.id) == [landed.id])
+        cancelling.landsFirst = false
+        await #expect(throws: CancellationError.self) { try await fresh.save(Person(id: "p", name: "not landed")) }
+        #expect(try await fresh.log().map(\.id) == [landed.id, first.id])
     }
 
     /// A migration whose last step, moving the target's heads, failed left the head set it wrote

@@ -139,7 +139,8 @@ public final class Store: Sendable {
     /// lands: concurrent writers each keep their own head, so nothing is lost. A swap whose
     /// connection dropped (``ArborError/Code/connection``) is tried again twice, as one that
     /// lost a race, since it may have landed (and after the third, counts as landed if the heads
-    /// read then hold `adding`); other errors are thrown.
+    /// read then hold `adding`); a cancelled one counts as landed if they do; other errors are
+    /// thrown.
     ///
     /// `existing` is the time of `adding` when it may be a version the store held before (a
     /// merge another replica or task made too, a fast-forward): one that a head builds on by
@@ -171,6 +172,12 @@ public final class Store: Sendable {
             try await backend.put([(hash, bytes)])
             do {
                 if try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return }
+            } catch is CancellationError {
+                // A swap cancelled in flight (PostgreSQL's cancel request) may have landed before
+                // the cancel reached the server: the heads say, read outside the cancelled task.
+                let landed = try? await Task.detached { [self] in try await headState().heads.contains(adding) }.value
+                if landed == true { return }
+                throw CancellationError()
             } catch let error as ArborError where error.code == .connection && lostAnswers == 2 {
                 // Given up: unless the heads, if they can be read, show that it landed.
                 if let (_, now) = try? await headState(), now.contains(adding) { return }
