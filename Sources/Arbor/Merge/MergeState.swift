@@ -171,11 +171,7 @@ struct MergeState {
     /// - Complexity: O(m) for `m` merged records.
     private mutating func releaseSharedChildren(preferring side: RecordMerge.Side?) throws -> Bool {
         var released = false
-        var holders = [RecordKey: [RecordKey]]()
-        for case let (key, record?) in merged {
-            for child in Set(record.childKeys) { holders[child, default: []].append(key) }
-        }
-        for (child, keys) in holders where keys.count > 1 {
+        for (child, keys) in holders() where keys.count > 1 {
             var moved = [RecordKey](), others = [RecordKey](), preferred = [RecordKey]()
             for key in keys.sorted() {
                 func holds(_ bytes: [UInt8]?) throws -> Bool { try bytes.map { try RecordCoding.childKeys($0).contains(child) } ?? false }
@@ -196,6 +192,17 @@ struct MergeState {
             }
         }
         return released
+    }
+
+    /// The merged records that hold each child (of those `including` takes), in no order.
+    ///
+    /// - Complexity: O(m) for `m` merged records.
+    private func holders(including: (RecordKey) -> Bool = { _ in true }) -> [RecordKey: [RecordKey]] {
+        var holders = [RecordKey: [RecordKey]]()
+        for case let (key, record?) in merged {
+            for child in Set(record.childKeys) where including(child) { holders[child, default: []].append(key) }
+        }
+        return holders
     }
 
     /// The children both sides placed elsewhere than the ancestor did, and differently: moved
@@ -257,10 +264,7 @@ struct MergeState {
     /// - Complexity: O(m) for `m` merged records, when children are contested.
     private mutating func releaseContestedChildren(preferring side: RecordMerge.Side?) -> Bool {
         guard !contested.isEmpty else { return false }
-        var holders = [RecordKey: [RecordKey]]()
-        for case let (key, record?) in merged {
-            for child in Set(record.childKeys) where contested[child] != nil { holders[child, default: []].append(key) }
-        }
+        let holders = holders { contested[$0] != nil }
         var released = false
         for (child, places) in contested {
             let kept: Set<ChildPlacement> = switch side {

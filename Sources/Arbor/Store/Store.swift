@@ -172,25 +172,26 @@ public final class Store: Sendable {
             try await backend.put([(hash, bytes)])
             do {
                 if try await backend.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return }
-            } catch is CancellationError {
-                // A swap cancelled in flight (PostgreSQL's cancel request) may have landed before
-                // the cancel reached the server: the heads say, read outside the cancelled task.
-                let landed = try? await Task.detached { [self] in try await headState().heads.contains(adding) }.value
-                if landed == true { return }
-                throw CancellationError()
-            } catch let error as ArborError where error.code == .connection && lostAnswers == 2 {
-                // Given up: unless the heads, if they can be read, show that it landed.
-                if let (_, now) = try? await headState(), now.contains(adding) { return }
-                throw error
-            } catch let error as ArborError where error.code == .connection {
-                // A dropped connection leaves the swap's fate unknown: its answer lost after it
-                // landed, or the statement still landing. Round again, as after a lost race: the
-                // heads then read are the set written (done), the old set (the same swap again,
-                // which lands once), or a set whose heads build on `adding` (kept out, as any
-                // head another builds on). A caller retrying on the error would make a second
-                // version of the same change.
-                lostAnswers += 1
-                if time == nil { time = try await version(adding).time }
+            } catch {
+                let dropped = (error as? ArborError)?.code == .connection
+                guard dropped || error is CancellationError else { throw error }
+                if dropped && lostAnswers < 2 {
+                    // A dropped connection leaves the swap's fate unknown: its answer lost after
+                    // it landed, or the statement still landing. Round again, as after a lost
+                    // race: the heads then read are the set written (done), the old set (the same
+                    // swap again, which lands once), or a set whose heads build on `adding` (kept
+                    // out, as any head another builds on). A caller retrying on the error would
+                    // make a second version of the same change.
+                    lostAnswers += 1
+                    if time == nil { time = try await version(adding).time }
+                } else {
+                    // Given up, or cancelled in flight (PostgreSQL's cancel request can reach the
+                    // server after the statement committed): it landed if the heads, read outside
+                    // a cancelled task, hold `adding`.
+                    let landed = try? await Task.detached { [self] in try await headState().heads.contains(adding) }.value
+                    if landed == true { return }
+                    throw error
+                }
             }
             await contention.backOff()
         }
