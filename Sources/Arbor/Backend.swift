@@ -14,6 +14,9 @@
 /// - `compareAndSwap` is atomic, also across processes that share the store: a crash leaves the
 ///   ref at its old or its new value.
 /// - Failures are thrown as ``ArborError``, naming the backend and the operation. Never a crash.
+/// - A call made in a cancelled task may throw `CancellationError` instead of running (PostgreSQL
+///   cancels the statement): the core runs what must finish after a cancellation, such as a
+///   collection's last marking, in a task of its own.
 public protocol Backend: Sendable {
     /// A short name of the engine, such as `"memory"` or `"json"`, used in errors and reports.
     var engineName: String { get }

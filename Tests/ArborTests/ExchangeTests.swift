@@ -733,6 +733,27 @@ import Testing
         #expect(try await target.heads().map(\.id) == [parent.id])
     }
 
+    /// A target whose heads name a version it lacks (a collection removed it under a writer
+    /// slower than its grace period) gets it back from an exchange, and it stops being a head
+    /// when the exchange brings a child of it: the exchange used to keep it among the heads, the
+    /// child beside its parent.
+    @Test(arguments: AdapterKind.allCases) func aHeadTheTargetLackedIsNoHeadOnceItsChildArrives(kind: AdapterKind) async throws {
+        let source = Store(backend: MemoryBackend(), configuration: .init(replica: "s"))
+        let parent = try await source.save(Person(id: "p", name: "one"))
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let target = Store(backend: backend)
+        try await source.exchange(to: target)
+        try await backend.delete([parent.id])
+        let child = try await source.save(Person(id: "p", name: "two"))
+        let report = try await source.exchange(to: target)
+        #expect(report.versions == 2)
+        #expect(try await target.heads().map(\.id) == [child.id])
+        #expect(try await target.verify().isIntact)
+        #expect(try await target.value(Person.self, id: "p")?.name == "two")
+        try await target.close()
+    }
+
     @Test func targetOfAnotherFormatIsRefusedUntouched() async throws {
         let source = Store(backend: MemoryBackend())
         try await fill(source)
@@ -1004,9 +1025,11 @@ extension ExchangeTests {
             let head = try await fill(Store(backend: source), tasks: 3_000, commits: 4)
             let target = Store(backend: MemoryBackend())
             let cancelling = Store(backend: CancellingBackend(source, cancelAt: 3))
-            await #expect(throws: CancellationError.self) {
+            // In a task of its own: a test whose own task is cancelled ends there, silently.
+            let transfer = _Concurrency.Task {
                 if migrating { try await cancelling.migrate(to: target) } else { try await cancelling.exchange(to: target) }
             }
+            await #expect(throws: CancellationError.self) { try await transfer.value }
             #expect(try await target.backend.refs().isEmpty)
             let report = try await Store(backend: source).exchange(to: target)
             #expect(report.heads == [head.id])

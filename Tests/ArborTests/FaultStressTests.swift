@@ -794,14 +794,18 @@ final class SwapThenFailBackend: ForwardingBackend {
 /// Holds the first compare-and-swap until ``release()``.
 final class HeldSwapBackend: ForwardingBackend {
     let inner: any Backend
+    /// Whether a swap that lands cancels its task, as a caller giving up just then would.
+    let cancelsOnLanding: Bool
     private let state = Mutex((holding: false, released: false))
-    init(_ inner: any Backend) { self.inner = inner }
+    init(_ inner: any Backend, cancelsOnLanding: Bool = false) { (self.inner, self.cancelsOnLanding) = (inner, cancelsOnLanding) }
     var isHolding: Bool { state.withLock { $0.holding } }
     func release() { state.withLock { $0.released = true } }
     func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
         state.withLock { $0.holding = true }
         while !state.withLock({ $0.released }) { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
-        return try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+        let landed = try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+        if landed && cancelsOnLanding { withUnsafeCurrentTask { $0?.cancel() } }
+        return landed
     }
 }
 
@@ -861,15 +865,17 @@ final class HeldSwapBackend: ForwardingBackend {
     /// moves its heads after the sweep's marking that follows its batch (the last): the
     /// collection would write its objects back only a grace period later, and until then the
     /// version did not read. A commit and a merge now write back what they need that is gone,
-    /// once their heads moved.
-    @Test(arguments: [false, true])
-    func aVersionWhoseReusedObjectsTheLastBatchRemovedReadsAtOnce(merging: Bool) async throws {
+    /// once their heads moved; also when their task is cancelled as the heads move, on a backend
+    /// that refuses the calls of a cancelled task, as PostgreSQL does (that write-back used to
+    /// be refused).
+    @Test(arguments: [false, true], [false, true])
+    func aVersionWhoseReusedObjectsTheLastBatchRemovedReadsAtOnce(merging: Bool, cancelledAsItsSwapLands: Bool) async throws {
         let inner = MemoryBackend()
         let faults = FaultInjectingBackend(inner)
         let backend = SweepWritingBackend(faults)
         let store = Store(backend: backend)
-        let gate = HeldSwapBackend(inner)
-        let writer = Store(backend: gate, configuration: .init(nodeCacheCapacity: 0))
+        let gate = HeldSwapBackend(inner, cancelsOnLanding: cancelledAsItsSwapLands)
+        let writer = Store(backend: cancelledAsItsSwapLands ? CancellationRefusingBackend(gate) : gate, configuration: .init(nodeCacheCapacity: 0))
         let (base, root) = try await Self.failedCommitsIndex(in: store, faults: faults)
         let makeAgain: @Sendable () async throws -> Version
         if merging {

@@ -169,9 +169,11 @@ import Testing
 
     /// A store on `inner` holding a kept task beside an orphan version of `count` tasks, on a
     /// backend that runs a writer (its `onDelete`) at its `atDelete`th delete.
-    private func storeWithOrphan(_ inner: MemoryBackend, count: Int, atDelete: Int) async throws -> (orphan: Version, backend: LandingCommitBackend, store: Store) {
+    private func storeWithOrphan(
+        _ inner: MemoryBackend, count: Int, atDelete: Int, refusingCancelledCalls: Bool = false
+    ) async throws -> (orphan: Version, backend: LandingCommitBackend, store: Store) {
         let orphan = try await orphan(on: inner, count: count)
-        let backend = LandingCommitBackend(inner, atDelete: atDelete)
+        let backend = LandingCommitBackend(refusingCancelledCalls ? CancellationRefusingBackend(inner) : inner, atDelete: atDelete)
         let store = Store(backend: backend)
         try await store.save(Task(id: "kept", title: "kept", done: true))
         return (orphan.version, backend, store)
@@ -180,12 +182,18 @@ import Testing
     /// A collection cancelled during its sweep stops between batches, and still checks a grace
     /// period later for writers that found a removed object present before it went: a commit
     /// moving its heads onto the orphan's index after the sweep stopped gets it written back
-    /// (a cancelled collection used to skip that last check, its wait throwing at once).
-    @Test func aCancelledSweepStillWritesBackWhatALateCommitReached() async throws {
+    /// (a cancelled collection used to skip that last check, its wait throwing at once). Also
+    /// on a backend that refuses the calls of a cancelled task, as PostgreSQL does: the check
+    /// used to run in the cancelled task, and wrote nothing back there.
+    @Test(arguments: [false, true]) func aCancelledSweepStillWritesBackWhatALateCommitReached(refusingCancelledCalls: Bool) async throws {
         let inner = MemoryBackend()
-        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 2)
+        // Top down, one at a time: the orphan's head set, its version, then its index's root.
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 3, refusingCancelledCalls: refusingCancelledCalls)
         let landed = Mutex<_Concurrency.Task<Hash, any Error>?>(nil)
+        let rootRemoved = Mutex(false)
         backend.onDelete = {
+            let left = try await inner.contains([orphan.root])
+            rootRemoved.withLock { $0 = left.isEmpty }
             // A writer that found the orphan's objects present moves its heads 50 ms from now;
             // meanwhile the collection is cancelled.
             landed.withLock { $0 = _Concurrency.Task.detached {
@@ -195,12 +203,13 @@ import Testing
             withUnsafeCurrentTask { $0?.cancel() }
         }
         let before = try await inner.allHashes().count
-        await #expect(throws: CancellationError.self) {
-            try await store.collectGarbage(gracePeriod: .milliseconds(300), progress: nil, sweepBatch: 1)
-        }
+        // In a task of its own: a test whose own task is cancelled ends there, silently.
+        let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: .milliseconds(300), progress: nil, sweepBatch: 1) }
+        await #expect(throws: CancellationError.self) { try await collection.value }
         let revived = try await #require(landed.withLock { $0 }).value
-        // It stopped after its second batch, of one object each.
-        #expect(try await inner.allHashes().count >= before - 2)
+        // It stopped after its third batch, of one object each, and wrote the root back.
+        #expect(rootRemoved.withLock { $0 })
+        #expect(try await inner.allHashes().count >= before - 3)
         let after = try await store.verify()
         #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
         #expect(try await store.values(Task.self, at: revived).count == 400)
@@ -297,6 +306,41 @@ final class LandingCommitBackend: ForwardingBackend {
         try await inner.delete(hashes)
         deletes += 1
         if deletes == atDelete { try await onDelete() }
+    }
+}
+
+/// Refuses every call made in a cancelled task with `CancellationError`, as PostgreSQL's pool
+/// does (it cancels the statement).
+final class CancellationRefusingBackend: ForwardingBackend {
+    let inner: any Backend
+    init(_ inner: any Backend) { self.inner = inner }
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try _Concurrency.Task.checkCancellation()
+        return try await inner.get(hashes)
+    }
+    func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
+        try _Concurrency.Task.checkCancellation()
+        return try await inner.contains(hashes)
+    }
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try _Concurrency.Task.checkCancellation()
+        try await inner.put(objects)
+    }
+    func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
+        try _Concurrency.Task.checkCancellation()
+        try await inner.enumerateHashes(batchSize: batchSize, body)
+    }
+    func delete(_ hashes: [Hash]) async throws {
+        try _Concurrency.Task.checkCancellation()
+        try await inner.delete(hashes)
+    }
+    func refs() async throws -> [String: Hash] {
+        try _Concurrency.Task.checkCancellation()
+        return try await inner.refs()
+    }
+    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        try _Concurrency.Task.checkCancellation()
+        return try await inner.compareAndSwap(ref: name, expected: expected, new: new)
     }
 }
 

@@ -37,10 +37,11 @@ extension Transfer {
     /// `copied` are incoming heads the target lacked before this transfer: nothing the target
     /// had descends from them. `boundary` are versions the target had where the copied history
     /// met it: they and all their ancestors are no longer heads. `missing` are all the versions
-    /// copied. `start` is the target's heads ref and heads when the transfer began: once the ref
-    /// moved, a concurrent writer may have landed part of the copied history as heads (members
-    /// of `missing`, so ancestors of a copied head), or built on a copied head (only a head that
-    /// came since the start can: the target lacked the copied versions then), and both are checked.
+    /// copied: but for the copied heads, ancestors of one, so never heads afterwards (a
+    /// concurrent writer may have landed some as heads, and a damaged target may name one it
+    /// lacked). `start` is the target's heads ref and heads when the transfer began: once the ref
+    /// moved, a concurrent writer may also have built on a copied head (only a head that came
+    /// since the start can: the target lacked the copied versions then), and that is checked.
     ///
     /// - Complexity: O(v) commit reads for the `v` versions of the target newer than the oldest
     ///   head involved that the target already had; none when the target had none of them. Once
@@ -60,7 +61,11 @@ extension Transfer {
             // of the copied history as heads, or built on a copied head.
             let raced = ref != start.ref && !copied.isEmpty
             let ancestors = try await Transfer.ancestors(among: candidates, of: candidates, walkingAlso: boundary, reader: &reader, commits: &commits)
-            var heads = candidates.subtracting(ancestors).subtracting(raced ? missing : [])
+            // A copied version that is not an incoming head is an ancestor of one, whoever made
+            // it a head: a concurrent writer, or a damaged target whose heads named a version
+            // it lacked (a collection that removed it under a slow writer). The walk above
+            // cannot see that: it starts from candidates, and the copied heads are none.
+            var heads = candidates.subtracting(ancestors).subtracting(missing)
             var added = copied
             if raced {
                 let arrived = heads.subtracting(start.heads)

@@ -106,21 +106,29 @@ extension Store {
             }
             if !removed.isEmpty {
                 // A writer that found an object present just before its batch was deleted may
-                // move its heads up to a grace period later. The wait runs in a task of its own,
-                // so that a cancelled collection still waits it out.
-                await Task.detached { try? await Task.sleep(for: gracePeriod) }.value
-                if stopped != nil {
-                    // A marking an error stopped midway left objects counted as reached whose
-                    // links were never followed: mark again from scratch.
-                    walk = IntegrityWalk(backend: backend, progress: nil)
-                    walk.stopsWhenCancelled = false
-                    walk.recordsMissing = true
-                }
-                report.rescued += try await rescue(&walk, from: &removed)
+                // move its heads up to a grace period later. The wait and the marking after it
+                // run in a task of its own, so that a cancelled collection still waits and still
+                // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
+                let restart = stopped != nil
+                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed] in
+                    try? await Task.sleep(for: gracePeriod)
+                    var walk = walk, removed = removed
+                    if restart {
+                        // A marking an error stopped midway left objects counted as reached whose
+                        // links were never followed: mark again from scratch.
+                        walk = IntegrityWalk(backend: backend, progress: nil)
+                        walk.stopsWhenCancelled = false
+                        walk.recordsMissing = true
+                    }
+                    let rescued = try await rescue(&walk, from: &removed)
+                    return (walk, rescued, Array(removed.keys))
+                }.value
+                walk = marked
+                report.rescued += rescued
                 report.removedObjects -= report.rescued
                 // Again: a read that fetched an object just before its batch was deleted may have
                 // cached it since.
-                forgetCached(removed.keys)
+                forgetCached(gone)
             }
             if let stopped { throw stopped }
         }

@@ -69,7 +69,7 @@ extension Store {
 }
 
 /// The walk behind ``Store/verify(progress:)``.
-struct IntegrityWalk {
+struct IntegrityWalk: Sendable {
     let backend: any Backend
     let progress: TransferProgressHandler?
     var report = VerifyReport()
