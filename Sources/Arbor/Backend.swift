@@ -202,6 +202,10 @@ public enum RefName {
     /// The ref holding the set of heads.
     public static let heads = "heads"
 
+    /// The prefix of the refs by which exchanges in flight claim their target, so that a
+    /// collection removes nothing meanwhile. Their values name no object.
+    public static let transferPrefix = "transfers/"
+
     /// Throws ``ArborError/Code/invalidInput`` unless `name` is a valid ref name.
     public static func validate(_ name: String, backend: String) throws {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/".utf8)

@@ -11,8 +11,10 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
             Marks everything the refs reach (a damaged store is refused: run arbor verify), waits the grace \
             period, marks again (keeping what commits in flight wrote meanwhile), then removes the rest in \
             batches, writing back anything a commit that landed during the sweep re-used. Safe while other \
-            processes commit, as long as no commit takes longer than the grace period. With --json: \
-            {"reachableObjects", "removedObjects", "removedBytes", "keptLate", "rescued", "seconds"}.
+            processes commit, as long as no commit takes longer than the grace period; an exchange into the \
+            store claims it while it copies, and gc removes nothing meanwhile (stoppedForExchange: run gc \
+            again later). With --json: {"reachableObjects", "removedObjects", "removedBytes", "keptLate", \
+            "rescued", "stoppedForExchange", "seconds"}.
             """)
 
     @OptionGroup public var store: StoreOptions
@@ -56,12 +58,16 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
             print(JSONValue.object([
                 ("reachableObjects", .number(String(report.reachableObjects))), ("removedObjects", .number(String(report.removedObjects))),
                 ("removedBytes", .number(String(report.removedBytes))), ("keptLate", .number(String(report.keptLate))),
-                ("rescued", .number(String(report.rescued))), ("seconds", Rendering.number(report.seconds)),
+                ("rescued", .number(String(report.rescued))), ("stoppedForExchange", .bool(report.stoppedForExchange)),
+                ("seconds", Rendering.number(report.seconds)),
             ]).serialized(pretty: true), to: &output)
         } else {
             print("removed \(Rendering.count(report.removedObjects, "object", "objects")) (\(ProgressBar.bytes(report.removedBytes))); "
                   + "kept \(report.reachableObjects) reachable, \(report.keptLate) written by commits in flight, "
                   + "\(report.rescued) written back; \(Rendering.seconds(report.seconds))", to: &output)
+            if report.stoppedForExchange {
+                print("an exchange into the store was in flight, so the sweep stopped: run arbor gc again once it is done", to: &output)
+            }
         }
     }
 }

@@ -639,7 +639,9 @@ final class FaultRun: SeededRun {
             check(copied.allSatisfy(\.parents.isEmpty), "a latest-only migration copied parents")
             check(copied.map(\.root).sorted() == sourceHeads.map(\.root).sorted(), "a latest-only migration has other roots than the heads")
         } else {
-            check(try await target.backend.refs() == source.backend.refs(), "the migration's refs differ from the source's")
+            // Claims that failed exchanges left in the source are no versions, and not copied.
+            let sourceRefs = try await source.backend.refs().filter { !TransferReservation.isClaim($0.key) }
+            check(try await target.backend.refs() == sourceRefs, "the migration's refs differ from the source's")
             check(targetReport.reachableObjects == sourceReport.reachableObjects, "the migration holds \(targetReport.reachableObjects) objects, the source reaches \(sourceReport.reachableObjects)")
         }
         try await checkStores([sourceIndex], sample: 1)
@@ -661,10 +663,12 @@ final class FaultRun: SeededRun {
         let store = stores[storeIndex]
         let sweepBatch = Int.random(in: 1...20, using: &random)
         let done = await attempt("gc of store \(storeIndex) in batches of \(sweepBatch)", involving: [storeIndex]) {
-            try await store.collectGarbage(gracePeriod: .zero, progress: nil, sweepBatch: sweepBatch).removedObjects
+            try await store.collectGarbage(gracePeriod: .zero, progress: nil, sweepBatch: sweepBatch).stoppedForExchange
         }
         try await checkStores([storeIndex], sample: 6)
-        if done.error != nil {
+        // Stopped by the claim of an exchange that failed and could not drop it (a fault struck
+        // the drop, or the collection's own drop of it): the next collection drops it.
+        if done.error != nil || done.value == true {
             do { try await store.collectGarbage(gracePeriod: .zero) } catch { return check(false, "gc run again failed: \(error)") }
         }
         let report = try await store.verify()

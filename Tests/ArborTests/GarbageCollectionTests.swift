@@ -355,3 +355,143 @@ final class ReusingCommitBackend: ForwardingBackend {
         onDelete = { _ in }
     }
 }
+
+/// Exchanges into a store claim it while they copy (`TransferReservation`), and a collection
+/// removes nothing meanwhile: an exchange may take longer than any grace period from finding an
+/// object present, or writing it, to moving its heads.
+extension GarbageCollectionTests {
+    /// A collection while an exchange into the store is midway (some batches written, its heads
+    /// not moved yet) used to remove what the exchange had written: the exchange then moved its
+    /// heads onto missing objects.
+    @Test func aCollectionRemovesNothingWhileAnExchangeIntoTheStoreIsInFlight() async throws {
+        let source = Store(backend: MemoryBackend(), configuration: .init(replica: "source"))
+        for round in 0..<3 {
+            var changes = ChangeSet()
+            for index in 0..<200 { try changes.save(Task(id: "x\(index)", title: "round \(round) of \(index)", done: false)) }
+            try await source.commit(changes)
+        }
+        let inner = MemoryBackend()
+        let local = Store(backend: inner)
+        try await local.save(Person(id: "kept", name: "kept"))
+        let paused = PausedPutBackend(inner, holdAt: 3)
+        let exchange = _Concurrency.Task { _ = try await source.exchange(to: Store(backend: paused), batchSize: 50) }
+        while !paused.isHolding { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+        let written = try await local.verify().unreachableObjects
+        #expect(written >= 50)
+        let report = try await local.collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(report.stoppedForExchange && report.removedObjects == 0)
+        paused.release()
+        try await exchange.value
+        let after = try await local.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        let heads = try await local.heads()
+        #expect(heads.count == 2)
+        let tasks = try await heads.asyncMap { try await local.values(Task.self, at: $0.id).count }
+        #expect(tasks.sorted() == [0, 200])
+        // The exchange dropped its claim: the next collection sweeps.
+        #expect(try await inner.refs().keys.sorted() == [RefName.heads])
+        try await inner.put([BackendContractTests.object(40_000)])
+        let next = try await local.collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(!next.stoppedForExchange && next.removedObjects >= 1)
+        #expect(try await inner.contains([BackendContractTests.object(40_000).hash]).isEmpty)
+    }
+
+    /// An exchange that claims the store while a batch is removed may have found objects of that
+    /// batch present: the collection stops, and marks for the last time only once the exchange
+    /// has moved its heads and dropped its claim, however long after the grace period that is.
+    @Test func aCollectionClaimedDuringABatchWaitsForTheExchangeBeforeItsLastMarking() async throws {
+        let inner = MemoryBackend()
+        // Top down, one at a time: the orphan's head set, its version, then its index's root.
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 3)
+        let landed = Mutex<_Concurrency.Task<Hash, any Error>?>(nil)
+        backend.onDelete = {
+            // Claimed as the root goes: the exchange found it present, and moves its heads onto it
+            // long after the grace period.
+            let claim = try await TransferReservation.make(on: inner)
+            landed.withLock { $0 = _Concurrency.Task.detached {
+                try await _Concurrency.Task.sleep(for: .milliseconds(300))
+                let revived = try await self.revive(orphan, on: inner, through: store)
+                await claim.remove()
+                return revived
+            } }
+        }
+        let report = try await store.collectGarbage(gracePeriod: .milliseconds(20), progress: nil, sweepBatch: 1)
+        #expect(report.stoppedForExchange && report.rescued >= 1)
+        let revived = try await #require(landed.withLock { $0 }).value
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        #expect(try await store.values(Task.self, at: revived).count == 400)
+    }
+
+    /// A claim stops collections only while it counts: one a killed exchange left stops counting
+    /// after `TransferReservation.lifetime`. Claims name no object, so verify leaves them out, and
+    /// a running exchange renews its claim under a fresh name.
+    @Test func aClaimCountsUntilItsLifetimeEnds() async throws {
+        let inner = MemoryBackend()
+        let store = try await VerifyTests().filled(inner)
+        let stale = TransferReservation.name(startedAt: Date(timeIntervalSinceNow: -TimeInterval(TransferReservation.lifetime.components.seconds + 5)))
+        #expect(try await inner.compareAndSwap(ref: stale, expected: nil, new: TransferReservation.value(of: stale)))
+        #expect(try await store.verify().isIntact)
+        try await inner.put((0..<5).map { BackendContractTests.object(50_000 + $0) })
+        let unclaimed = try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(!unclaimed.stoppedForExchange && unclaimed.removedObjects >= 5)
+
+        try await inner.put((0..<5).map { BackendContractTests.object(60_000 + $0) })
+        var claim = try await TransferReservation.make(on: inner, renewal: .zero)
+        let claimed = try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(claimed.stoppedForExchange && claimed.removedObjects == 0)
+        let first = claim.name
+        try await claim.renewIfDue()
+        #expect(claim.name != first)
+        #expect(try await inner.refs().keys.sorted() == [RefName.heads, stale, claim.name].sorted())
+        await claim.remove()
+        let released = try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(!released.stoppedForExchange && released.removedObjects == 5)
+    }
+}
+
+extension GarbageCollectionTests {
+    /// A claim an exchange could not drop, or could not tell it made (the connection dropped as
+    /// the swap landed), is dropped by the next collection in this process: it held collections
+    /// off for its whole lifetime. The first exchange fails making its claim, the second
+    /// dropping it; both leave one.
+    @Test(arguments: [1, 2]) func aClaimThisProcessCouldNotDropIsDroppedByTheNextCollection(failingSwap: Int) async throws {
+        let inner = MemoryBackend()
+        let store = try await VerifyTests().filled(inner)
+        let faults = FaultInjectingBackend(inner)
+        let source = Store(backend: MemoryBackend(), configuration: .init(replica: "elsewhere"))
+        try await source.save(Person(id: "p", name: "from elsewhere"))
+        // The exchange's swaps: its claim, the heads, the claim's removal.
+        faults.arm(FaultPlan(call: .compareAndSwap, countdown: failingSwap == 1 ? 1 : 3, timing: failingSwap == 1 ? .after : .before, sticky: false))
+        if failingSwap == 1 {
+            await #expect(throws: ArborError.self) { try await source.exchange(to: Store(backend: faults)) }
+        } else {
+            try await source.exchange(to: Store(backend: faults))
+        }
+        faults.disarm()
+        #expect(try await inner.refs().keys.contains { TransferReservation.isClaim($0) })
+        try await inner.put((0..<5).map { BackendContractTests.object(70_000 + $0) })
+        let report = try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(!report.stoppedForExchange && report.removedObjects >= 5)
+        #expect(try await inner.refs().keys.sorted() == [RefName.heads])
+    }
+}
+
+/// Holds its `holdAt`th put until released, as an exchange slowed down midway would be.
+final class PausedPutBackend: ForwardingBackend {
+    let inner: any Backend
+    let holdAt: Int
+    private let state = Mutex((puts: 0, holding: false, released: false))
+    init(_ inner: any Backend, holdAt: Int) { (self.inner, self.holdAt) = (inner, holdAt) }
+    var isHolding: Bool { state.withLock { $0.holding } }
+    func release() { state.withLock { $0.released = true } }
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        let holds = state.withLock { state in
+            state.puts += 1
+            if state.puts == holdAt { state.holding = true }
+            return state.puts == holdAt
+        }
+        if holds { while !state.withLock({ $0.released }) { try await _Concurrency.Task.sleep(for: .milliseconds(1)) } }
+        try await inner.put(objects)
+    }
+}

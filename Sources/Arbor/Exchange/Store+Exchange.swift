@@ -11,6 +11,11 @@ extension Store {
     /// is checked against its hash, so a corrupt source object stops the exchange (naming it)
     /// before any ref changes.
     ///
+    /// While it copies, the exchange claims the target with a `transfers/` ref (FORMAT.md, section
+    /// 8.1), so that a collection there (``collectGarbage(gracePeriod:progress:)``) removes
+    /// nothing the exchange found present or wrote; it drops the claim once the heads moved, or
+    /// when it fails.
+    ///
     /// Idempotent and resumable: an exchange that fails, is cancelled (it stops at its next
     /// request with `CancellationError`) or is killed at any point can simply be run again; it
     /// finds what already landed and copies nothing twice. Stores that are already
@@ -26,7 +31,7 @@ extension Store {
     ///   the list of missing versions.
     @discardableResult
     public func exchange(to target: Store, batchSize: Int? = nil, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
-        try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: batchSize).exchange()
+        try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: batchSize).exchange(claimingTarget: true)
     }
 
     /// The most objects an exchange or a migration writes in one call to a target that states
@@ -82,7 +87,9 @@ public struct SyncReport: Sendable {
 
 extension Transfer {
     /// Copies what the target lacks of the source's history and adopts the source's heads.
-    func exchange() async throws -> ExchangeReport {
+    /// With `claimingTarget`, claims the target while it copies (``TransferReservation``), so
+    /// that a collection there removes nothing it finds present or writes.
+    func exchange(claimingTarget: Bool = false) async throws -> ExchangeReport {
         do {
             let source = source
             async let sourceRefs = source.refs()
@@ -103,15 +110,19 @@ extension Transfer {
             }
             // Read the target's heads first: a store of another format fails here, untouched.
             let start = try await Transfer.headState(of: target, refs: targetRefs)
+            // Before the first question to the target: what it answers is present must stay so.
+            if claimingTarget { reservation = try await TransferReservation.make(on: target) }
             let (missing, boundary) = try await missingVersions(from: sourceHeads)
             try await copyVersions(missing, present: boundary)
             try await writer.finish()
             let heads = try await adoptHeads(
                 sourceHeads, copied: Set(missing).intersection(sourceHeads), missing: Set(missing), boundary: boundary,
                 start: (start.ref, Set(start.heads)))
+            await reservation?.remove()
             return finalReport(versions: missing.count, heads: heads)
         } catch {
             await writer.cancel()
+            await reservation?.remove()
             throw error
         }
     }

@@ -54,8 +54,13 @@ final class Transfer {
         didSet { writer.landed = targetStartedEmpty ? LandedObjects() : nil }
     }
 
+    /// The claim on the target while an exchange copies (``TransferReservation``), renewed as
+    /// the exchange asks the target what it holds.
+    var reservation: TransferReservation?
+
     /// The subset of `hashes` the target holds or is about to hold.
     func targetHas(_ hashes: [Hash]) async throws -> Set<Hash> {
+        try await reservation?.renewIfDue()
         var present = Set(hashes.filter(writer.isQueued))
         var ask = hashes.filter { !present.contains($0) }
         // The writer keeps the filter exactly when the target started empty.

@@ -12,6 +12,9 @@ public struct GarbageCollectionReport: Sendable {
     public var keptLate = 0
     /// Removed objects that a commit landing during the sweep turned out to use, written back.
     public var rescued = 0
+    /// Whether the sweep stopped, or never began, because an exchange into the store was in
+    /// flight: a later collection removes what this one left.
+    public var stoppedForExchange = false
     public var seconds: Double = 0
 }
 
@@ -31,11 +34,14 @@ extension Store {
     ///    that is still there is kept. (A commit also writes back, once its heads moved, what
     ///    it needs that is gone, so its version need not wait for this marking to read.)
     ///
-    /// Safe as long as no writer takes longer than `gracePeriod` from finding an object present
-    /// (or writing it) to moving its heads: commits take milliseconds to seconds, but an
-    /// exchange moves the target's heads only when its whole copy is done, so a long exchange
-    /// into the store should not run while it is collected. Only one collection should run at a
-    /// time. Objects removed are kept in memory until the sweep ends, to be written back: a
+    /// Safe as long as no commit or merge takes longer than `gracePeriod` from finding an object
+    /// present (or writing it) to moving its heads: they take milliseconds to seconds. An
+    /// exchange moves the target's heads only when its whole copy is done, however long that
+    /// takes, so it claims the store meanwhile (a `transfers/` ref): a collection removes nothing
+    /// while a claim is live, and stops its sweep when one appears
+    /// (``GarbageCollectionReport/stoppedForExchange``); when one appeared during a batch, its
+    /// last marking waits until no claim is live, so that what the exchange found present in that
+    /// batch is written back. Only one collection should run at a time. Objects removed are kept in memory until the sweep ends, to be written back: a
     /// collection interrupted during the sweep cannot write back what a writer re-used meanwhile.
     ///
     /// Cancelling the task stops the collection between batches: before the sweep nothing is
@@ -86,8 +92,14 @@ extension Store {
             // From here on a marking runs to its end: one cut short would leave objects counted as
             // reached whose links were never followed. The sweep stops between batches instead.
             walk.stopsWhenCancelled = false
+            // An exchange in flight claims the store (TransferReservation): what it found present
+            // or wrote is unreachable until its heads move, however long it runs. A claim seen
+            // before a batch stops the sweep there; one first seen after it may have found
+            // objects of that batch present, so the last marking waits for the exchange to end.
+            var claimedDuringBatch = false
             do {
-                for chunk in try await topDown(candidates).chunks(of: max(sweepBatch, 1)) {
+                report.stoppedForExchange = try await exchangeInFlight()
+                for chunk in report.stoppedForExchange ? [] : try await topDown(candidates).chunks(of: max(sweepBatch, 1)) {
                     if Task.isCancelled { throw CancellationError() }
                     // What a commit that landed during the sweep reaches is no longer garbage.
                     let batch = chunk.filter { !walk.reached.contains($0.hash) }
@@ -100,6 +112,10 @@ extension Store {
                     report.removedBytes += batch.reduce(0) { $0 + $1.bytes.count }
                     report.removedObjects += batch.count
                     report.rescued += try await rescue(&walk, from: &removed)
+                    if try await exchangeInFlight() {
+                        (claimedDuringBatch, report.stoppedForExchange) = (true, true)
+                        break
+                    }
                 }
             } catch {
                 stopped = error
@@ -110,8 +126,13 @@ extension Store {
                 // run in a task of its own, so that a cancelled collection still waits and still
                 // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
                 let restart = stopped != nil
-                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed] in
+                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimedDuringBatch] in
                     try? await Task.sleep(for: gracePeriod)
+                    // Until no exchange claims the store (a claim left by a killed one stops
+                    // counting after TransferReservation.lifetime).
+                    while claimedDuringBatch, (try? await exchangeInFlight()) ?? false {
+                        try? await Task.sleep(for: .milliseconds(50))
+                    }
                     var walk = walk, removed = removed
                     if restart {
                         // A marking an error stopped midway left objects counted as reached whose
@@ -135,6 +156,14 @@ extension Store {
         report.reachableObjects = walk.reached.count
         report.seconds = started.secondsUntilNow
         return report
+    }
+
+    /// Whether an exchange into the store claims it now (``TransferReservation``); claims this
+    /// process could not drop are dropped first.
+    ///
+    /// - Complexity: one read of the refs.
+    private func exchangeInFlight() async throws -> Bool {
+        !(try await TransferReservation.live(on: backend)).isEmpty
     }
 
     /// `hashes` with their bytes (those no longer there left out), in the order a sweep removes

@@ -187,7 +187,8 @@ struct IntegrityWalk: Sendable {
     /// Walks from the refs, reading only objects not reached before, so running it again after
     /// the refs moved reads only what is new. With `countingUnreachable`, then lists the store.
     mutating func run(countingUnreachable: Bool = true) async throws {
-        let refs = try await backend.refs()
+        // An exchange's claim on the store names no object.
+        let refs = try await backend.refs().filter { !TransferReservation.isClaim($0.key) }
         var heads = [Hash]()
         var preloaded = [Hash: [UInt8]]()
         for (name, hash) in refs.sorted(by: { $0.key < $1.key }) {
