@@ -9,7 +9,7 @@ import Synchronization
 
 /// What a command says when Ctrl-C stops it, by what it was doing. Only async-signal-safe calls
 /// happen in the handler: a lock-free load, a write of a constant message and `_exit`.
-private let transferMessage: StaticString = "\ninterrupted: nothing is half-applied (refs change last); run the same command again to finish.\n"
+private let transferMessage: StaticString = "\ninterrupted: nothing is half-applied (refs change last; an exchange's claim on its target lapses within three minutes); run the same command again to finish.\n"
 private let verifyingMessage: StaticString = "\ninterrupted while verifying: the copy is complete and its heads are set; run the same command again (it verifies, copying nothing) or arbor verify on the target.\n"
 private let scratchRemovedMessage: StaticString = "\ninterrupted: the temporary stores were removed.\n"
 private let collectionMessage: StaticString = "\ninterrupted: what was removed stays removed, and what remains is whole; if another process committed meanwhile, run arbor verify on the store. Run arbor gc again to finish.\n"

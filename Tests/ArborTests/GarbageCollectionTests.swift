@@ -397,54 +397,94 @@ extension GarbageCollectionTests {
     }
 
     /// An exchange that claims the store while a batch is removed may have found objects of that
-    /// batch present: the collection stops, and marks for the last time only once the exchange
-    /// has moved its heads and dropped its claim, however long after the grace period that is.
-    @Test func aCollectionClaimedDuringABatchWaitsForTheExchangeBeforeItsLastMarking() async throws {
+    /// batch present: the collection stops, and goes on marking until that exchange is done,
+    /// however long after the grace period, writing back what it re-used once its heads moved;
+    /// not waiting for an exchange that claimed the store only later (it found nothing removed
+    /// present). Also when the collection is cancelled in that batch on a backend that refuses
+    /// the calls of a cancelled task, as PostgreSQL does: it cannot look for claims then, and
+    /// looks once its grace period is over. (The claim is made just after the delete here, as
+    /// if it landed during it.)
+    @Test(arguments: [false, true]) func aCollectionClaimedDuringABatchWaitsForThatExchange(cancelled: Bool) async throws {
         let inner = MemoryBackend()
         // Top down, one at a time: the orphan's head set, its version, then its index's root.
-        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 3)
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 3, refusingCancelledCalls: cancelled)
         let landed = Mutex<_Concurrency.Task<Hash, any Error>?>(nil)
+        let later = SharedValue<TransferReservation?>(nil)
         backend.onDelete = {
             // Claimed as the root goes: the exchange found it present, and moves its heads onto it
             // long after the grace period.
             let claim = try await TransferReservation.make(on: inner)
-            landed.withLock { $0 = _Concurrency.Task.detached {
-                try await _Concurrency.Task.sleep(for: .milliseconds(300))
+            let exchanges = _Concurrency.Task.detached {
+                // A second exchange claims the store after the sweep stopped, and runs on.
+                try await _Concurrency.Task.sleep(for: .milliseconds(100))
+                let second = try await TransferReservation.make(on: inner)
+                later.set(second)
+                try await _Concurrency.Task.sleep(for: .milliseconds(200))
                 let revived = try await self.revive(orphan, on: inner, through: store)
                 await claim.remove()
                 return revived
-            } }
+            }
+            landed.withLock { $0 = exchanges }
+            if cancelled { withUnsafeCurrentTask { $0?.cancel() } }
         }
-        let report = try await store.collectGarbage(gracePeriod: .milliseconds(20), progress: nil, sweepBatch: 1)
-        #expect(report.stoppedForExchange && report.rescued >= 1)
+        let started = ContinuousClock.now
+        // In a task of its own: a test whose own task is cancelled ends there, silently.
+        let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: .milliseconds(20), progress: nil, sweepBatch: 1) }
+        if cancelled {
+            await #expect(throws: CancellationError.self) { try await collection.value }
+        } else {
+            let report = try await collection.value
+            #expect(report.stoppedForExchange && report.rescued >= 1)
+        }
+        #expect(ContinuousClock.now - started >= .milliseconds(300))
         let revived = try await #require(landed.withLock { $0 }).value
+        // The later exchange still claims the store: the collection did not wait for it.
+        let second = try #require(later.value)
+        #expect(try await inner.refs()[second.name] != nil)
+        await second.remove()
         let after = try await store.verify()
         #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
         #expect(try await store.values(Task.self, at: revived).count == 400)
     }
 
-    /// A claim stops collections only while it counts: one a killed exchange left stops counting
-    /// after `TransferReservation.lifetime`. Claims name no object, so verify leaves them out, and
-    /// a running exchange renews its claim under a fresh name.
+    /// A claim counts while its start is less than `TransferReservation.lifetime` from now, either
+    /// way (clocks differ); a collection removes one twice as far, or whose name does not parse
+    /// (a killed exchange left it). Claims name no object, so verify leaves them out, and a
+    /// running exchange renews its claim under a fresh name with the same id.
     @Test func aClaimCountsUntilItsLifetimeEnds() async throws {
         let inner = MemoryBackend()
         let store = try await VerifyTests().filled(inner)
-        let stale = TransferReservation.name(startedAt: Date(timeIntervalSinceNow: -TimeInterval(TransferReservation.lifetime.components.seconds + 5)))
-        #expect(try await inner.compareAndSwap(ref: stale, expected: nil, new: TransferReservation.value(of: stale)))
+        let lifetime = TimeInterval(TransferReservation.lifetime.components.seconds)
+        func claim(_ name: String) async throws {
+            #expect(try await inner.compareAndSwap(ref: name, expected: nil, new: TransferReservation.value(of: name)))
+        }
+        let lapsed = TransferReservation.name(of: "a1", startedAt: Date(timeIntervalSinceNow: -lifetime - 5))
+        let long = TransferReservation.name(of: "a2", startedAt: Date(timeIntervalSinceNow: -2 * lifetime - 5))
+        let farAhead = TransferReservation.name(of: "a3", startedAt: Date(timeIntervalSinceNow: 2 * lifetime + 5))
+        let unparsed = RefName.transferPrefix + "not-a-claim-name"
+        for name in [lapsed, long, farAhead, unparsed] { try await claim(name) }
         #expect(try await store.verify().isIntact)
         try await inner.put((0..<5).map { BackendContractTests.object(50_000 + $0) })
         let unclaimed = try await store.collectGarbage(gracePeriod: .milliseconds(10))
         #expect(!unclaimed.stoppedForExchange && unclaimed.removedObjects >= 5)
+        #expect(try await inner.refs().keys.sorted() == [RefName.heads, lapsed].sorted())
 
+        // A clock a minute ahead: its claim counts.
+        let ahead = TransferReservation.name(of: "a4", startedAt: Date(timeIntervalSinceNow: 60))
+        try await claim(ahead)
         try await inner.put((0..<5).map { BackendContractTests.object(60_000 + $0) })
-        var claim = try await TransferReservation.make(on: inner, renewal: .zero)
+        #expect(try await store.collectGarbage(gracePeriod: .milliseconds(10)).removedObjects == 0)
+        #expect(try await inner.compareAndSwap(ref: ahead, expected: TransferReservation.value(of: ahead), new: nil))
+
+        var running = try await TransferReservation.make(on: inner, renewal: .zero)
         let claimed = try await store.collectGarbage(gracePeriod: .milliseconds(10))
         #expect(claimed.stoppedForExchange && claimed.removedObjects == 0)
-        let first = claim.name
-        try await claim.renewIfDue()
-        #expect(claim.name != first)
-        #expect(try await inner.refs().keys.sorted() == [RefName.heads, stale, claim.name].sorted())
-        await claim.remove()
+        let first = running.name
+        try await _Concurrency.Task.sleep(for: .milliseconds(5))
+        try await running.renewIfDue()
+        #expect(running.name != first && TransferReservation.id(of: running.name) == running.id)
+        #expect(try await inner.refs().keys.sorted() == [RefName.heads, lapsed, running.name].sorted())
+        await running.remove()
         let released = try await store.collectGarbage(gracePeriod: .milliseconds(10))
         #expect(!released.stoppedForExchange && released.removedObjects == 5)
     }
@@ -475,6 +515,14 @@ extension GarbageCollectionTests {
         #expect(!report.stoppedForExchange && report.removedObjects >= 5)
         #expect(try await inner.refs().keys.sorted() == [RefName.heads])
     }
+}
+
+/// A value shared with tasks a test starts (a class, so that `sending` closures may capture it).
+final class SharedValue<Value: Sendable>: Sendable {
+    private let state: Mutex<Value>
+    init(_ value: Value) { state = Mutex(value) }
+    var value: Value { state.withLock { $0 } }
+    func set(_ value: Value) { state.withLock { $0 = value } }
 }
 
 /// Holds its `holdAt`th put until released, as an exchange slowed down midway would be.

@@ -55,7 +55,7 @@ final class Transfer {
     }
 
     /// The claim on the target while an exchange copies (``TransferReservation``), renewed as
-    /// the exchange asks the target what it holds.
+    /// the exchange reads the source and asks the target what it holds.
     var reservation: TransferReservation?
 
     /// The subset of `hashes` the target holds or is about to hold.
@@ -76,6 +76,7 @@ final class Transfer {
 
     /// Objects of the source, checked against their hashes.
     func fetch(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try await reservation?.renewIfDue()
         var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
         for chunk in hashes.chunks(of: Transfer.requestSize) {
             try Task.checkCancellation()

@@ -1,24 +1,29 @@
 import Foundation
 import Synchronization
 
-/// An exchange's claim on its target while it copies: a ref `transfers/<start>-<random>` (the
-/// start in milliseconds since 1970), made before the exchange asks which objects the target
-/// holds and removed once its heads moved.
+/// An exchange's claim on its target while it copies: a ref `transfers/<start>-<id>` (the start
+/// in milliseconds since 1970, the id random hexadecimal, the same for all the claims of one
+/// exchange), made before the exchange asks which objects the target holds and removed once its
+/// heads moved.
 ///
 /// A collection removes nothing while a claim is live: an exchange takes a long while from
 /// finding an object present (or writing it) to moving the heads, often longer than any grace
-/// period, and what it found or wrote is unreachable until then. A claim is live for
-/// ``lifetime`` from its start; an exchange that runs longer renews it (a new ref, then the old
-/// one removed) every ``renewal``, so a claim left by a killed exchange stops counting after
-/// ``lifetime``. The ref's value names nothing: walks from the refs leave these refs out.
-struct TransferReservation {
-    /// How long a claim counts from its start. Generous, since the clocks of the processes
-    /// sharing a store may differ.
-    static let lifetime: Duration = .seconds(600)
+/// period, and what it found or wrote is unreachable until then. A claim is live while its start
+/// is less than ``lifetime`` from now (either way: the clocks of processes sharing a store
+/// differ); an exchange renews it (a new ref with the same id, then the old one removed) as it
+/// reads and asks, once ``renewal`` has passed, so the claim of a killed exchange lapses within
+/// ``lifetime``, and a collection removes it once it is twice as old. The ref's value names
+/// nothing: walks from the refs leave these refs out.
+struct TransferReservation: Sendable {
+    /// How long a claim counts from its start. Longer than the renewal by more than the clocks
+    /// of the processes sharing a store may differ.
+    static let lifetime: Duration = .seconds(180)
     /// How often a running exchange makes a fresh claim.
-    static let renewal: Duration = .seconds(60)
+    static let renewal: Duration = .seconds(20)
 
     private let backend: any Backend
+    /// The exchange's id, in the name of each of its claims.
+    let id: String
     /// The ref of the current claim.
     private(set) var name: String
     private var made = ContinuousClock.now
@@ -28,12 +33,14 @@ struct TransferReservation {
     ///
     /// - Complexity: one compare-and-swap.
     static func make(on backend: any Backend, renewal: Duration = renewal) async throws -> TransferReservation {
-        let name = try await claim(on: backend)
-        return TransferReservation(backend: backend, name: name, renewal: renewal)
+        let id = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let name = try await claim(id, on: backend)
+        return TransferReservation(backend: backend, id: id, name: name, renewal: renewal)
     }
 
-    private init(backend: any Backend, name: String, renewal: Duration) {
+    private init(backend: any Backend, id: String, name: String, renewal: Duration) {
         self.backend = backend
+        self.id = id
         self.name = name
         self.renewal = renewal
     }
@@ -43,7 +50,7 @@ struct TransferReservation {
     /// - Complexity: none until then; then two compare-and-swaps.
     mutating func renewIfDue() async throws {
         guard ContinuousClock.now - made >= renewal else { return }
-        let fresh = try await Self.claim(on: backend)
+        let fresh = try await Self.claim(id, on: backend)
         let old = name
         (name, made) = (fresh, ContinuousClock.now)
         await Self.drop(old, on: backend)
@@ -51,8 +58,7 @@ struct TransferReservation {
 
     /// Drops the claim. Best effort, and outside the calling task, since a backend may refuse
     /// the calls of a cancelled one: a claim left behind (the connection dropped) is dropped by
-    /// the next collection in this process that finds it, and by none elsewhere, where it only
-    /// delays collections until it stops counting.
+    /// the next collection in this process that finds it; elsewhere it lapses within ``lifetime``.
     func remove() async {
         let (backend, name) = (backend, name)
         await Task.detached { await Self.drop(name, on: backend) }.value
@@ -71,52 +77,61 @@ struct TransferReservation {
         }
     }
 
-    /// The claims on `backend` that count now, once those this process abandoned are dropped.
-    ///
-    /// - Complexity: one read of the refs; a compare-and-swap per abandoned claim found.
-    static func live(on backend: any Backend) async throws -> [String] {
-        var refs = try await backend.refs()
-        for ref in abandoned.withLock({ $0 }) where refs[ref] != nil {
-            await drop(ref, on: backend)
-            if !abandoned.withLock({ $0.contains(ref) }) { refs[ref] = nil }
-        }
-        return live(in: refs)
-    }
-
     // MARK: Claims in refs
 
     /// Whether `ref` is a claim (of any age).
     static func isClaim(_ ref: String) -> Bool { ref.hasPrefix(RefName.transferPrefix) }
 
-    /// The claims among `refs` that count at `now`: started less than ``lifetime`` before it
-    /// (or after it, by a clock ahead of this one). A claim whose name does not parse counts.
-    static func live(in refs: [String: Hash], now: Date = Date()) -> [String] {
-        let nowMilliseconds = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
-        let lifetimeMilliseconds = lifetime.components.seconds * 1000
-        return refs.keys.filter { ref in
-            guard isClaim(ref) else { return false }
-            guard let started = startMilliseconds(of: ref) else { return true }
-            return nowMilliseconds - started < lifetimeMilliseconds
-        }.sorted()
+    /// The ids of the exchanges that claim `backend` now; first drops the claims this process
+    /// abandoned, and those long lapsed (twice ``lifetime`` from now, or not parsing).
+    ///
+    /// - Complexity: one read of the refs; a compare-and-swap per claim dropped.
+    static func live(on backend: any Backend, now: Date = Date()) async throws -> Set<String> {
+        let refs = try await backend.refs()
+        // Not pruned of names this backend lacks: they may be another store's. It holds a name
+        // for each claim whose call failed, which are few.
+        let mine = abandoned.withLock { $0 }
+        var live = Set<String>()
+        for ref in refs.keys where isClaim(ref) {
+            let age = ageMilliseconds(of: ref, now: now)
+            if mine.contains(ref) || age.map({ abs($0) >= 2 * lifetimeMilliseconds }) ?? true {
+                if refs[ref] == value(of: ref) { await drop(ref, on: backend) }
+            } else if let age, abs(age) < lifetimeMilliseconds, let id = id(of: ref) {
+                live.insert(id)
+            }
+        }
+        return live
     }
 
-    /// The start of a claim, from its name.
-    static func startMilliseconds(of ref: String) -> Int64? {
-        let rest = ref.dropFirst(RefName.transferPrefix.count)
-        return rest.split(separator: "-", maxSplits: 1).first.flatMap { Int64($0) }
+    /// The exchange id in a claim's name.
+    static func id(of ref: String) -> String? {
+        let parts = ref.dropFirst(RefName.transferPrefix.count).split(separator: "-")
+        guard parts.count == 2, Int64(parts[0]) != nil, !parts[1].isEmpty else { return nil }
+        return String(parts[1])
     }
 
-    /// The name of a claim started at `date`.
-    static func name(startedAt date: Date) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-        return "\(RefName.transferPrefix)\(milliseconds)-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
+    /// How long ago, at `now`, a claim started (negative when its clock is ahead); `nil` for a
+    /// name that does not parse.
+    static func ageMilliseconds(of ref: String, now: Date) -> Int64? {
+        let parts = ref.dropFirst(RefName.transferPrefix.count).split(separator: "-")
+        guard parts.count == 2, let start = Int64(parts[0]) else { return nil }
+        return milliseconds(now) - start
+    }
+
+    /// The name of a claim of the exchange `id` started at `date`.
+    static func name(of id: String, startedAt date: Date) -> String {
+        "\(RefName.transferPrefix)\(milliseconds(date))-\(id)"
     }
 
     /// What a claim's ref holds: a hash of its name, naming no object.
     static func value(of ref: String) -> Hash { Hash.of(Array(ref.utf8)) }
 
-    private static func claim(on backend: any Backend) async throws -> String {
-        let name = name(startedAt: Date())
+    private static var lifetimeMilliseconds: Int64 { lifetime.components.seconds * 1000 }
+
+    private static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    private static func claim(_ id: String, on backend: any Backend) async throws -> String {
+        let name = name(of: id, startedAt: Date())
         let made: Bool
         do {
             made = try await backend.compareAndSwap(ref: name, expected: nil, new: value(of: name))

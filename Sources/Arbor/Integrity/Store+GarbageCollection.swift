@@ -37,17 +37,17 @@ extension Store {
     /// Safe as long as no commit or merge takes longer than `gracePeriod` from finding an object
     /// present (or writing it) to moving its heads: they take milliseconds to seconds. An
     /// exchange moves the target's heads only when its whole copy is done, however long that
-    /// takes, so it claims the store meanwhile (a `transfers/` ref): a collection removes nothing
-    /// while a claim is live, and stops its sweep when one appears
-    /// (``GarbageCollectionReport/stoppedForExchange``); when one appeared during a batch, its
-    /// last marking waits until no claim is live, so that what the exchange found present in that
-    /// batch is written back. Only one collection should run at a time. Objects removed are kept in memory until the sweep ends, to be written back: a
+    /// takes, so it claims the store meanwhile (a `transfers/` ref): a collection that sees a claim
+    /// before its sweep removes nothing, and one that sees a claim after a batch stops its sweep
+    /// (``GarbageCollectionReport/stoppedForExchange``) and goes on marking, writing back what
+    /// each claiming exchange re-used as its heads move, until those exchanges are done (a killed
+    /// one's claim lapses within three minutes). Only one collection should run at a time. Objects removed are kept in memory until the sweep ends, to be written back: a
     /// collection interrupted during the sweep cannot write back what a writer re-used meanwhile.
     ///
     /// Cancelling the task stops the collection between batches: before the sweep nothing is
     /// removed; during it, the batches removed are checked once more a grace period later (the
-    /// collection still waits that long) and what a writer re-used is written back; then it
-    /// throws `CancellationError`. A sweep stopped by an error is finished the same way when the
+    /// collection still waits that long, and for exchanges claiming the store) and what a writer
+    /// re-used is written back; then it throws `CancellationError`. A sweep stopped by an error is finished the same way when the
     /// store can still be reached.
     ///
     /// - Complexity: O(*N*) reads for the *N* reachable objects, O(*G*) deletes for *G*
@@ -94,12 +94,14 @@ extension Store {
             walk.stopsWhenCancelled = false
             // An exchange in flight claims the store (TransferReservation): what it found present
             // or wrote is unreachable until its heads move, however long it runs. A claim seen
-            // before a batch stops the sweep there; one first seen after it may have found
-            // objects of that batch present, so the last marking waits for the exchange to end.
-            var claimedDuringBatch = false
+            // before the sweep stops it before it removes anything; one first seen after a batch
+            // (or when the sweep stopped before it could look) may have found objects of that batch
+            // present, so the last marking waits for those exchanges to end.
+            var claimants: Set<String>?
             do {
-                report.stoppedForExchange = try await exchangeInFlight()
-                for chunk in report.stoppedForExchange ? [] : try await topDown(candidates).chunks(of: max(sweepBatch, 1)) {
+                report.stoppedForExchange = try await !TransferReservation.live(on: backend).isEmpty
+                let batches = report.stoppedForExchange ? [] : try await topDown(candidates).chunks(of: max(sweepBatch, 1))
+                for (index, chunk) in batches.enumerated() {
                     if Task.isCancelled { throw CancellationError() }
                     // What a commit that landed during the sweep reaches is no longer garbage.
                     let batch = chunk.filter { !walk.reached.contains($0.hash) }
@@ -112,8 +114,10 @@ extension Store {
                     report.removedBytes += batch.reduce(0) { $0 + $1.bytes.count }
                     report.removedObjects += batch.count
                     report.rescued += try await rescue(&walk, from: &removed)
-                    if try await exchangeInFlight() {
-                        (claimedDuringBatch, report.stoppedForExchange) = (true, true)
+                    let live = try await TransferReservation.live(on: backend)
+                    if !live.isEmpty {
+                        claimants = live
+                        report.stoppedForExchange = index < batches.count - 1
                         break
                     }
                 }
@@ -126,13 +130,8 @@ extension Store {
                 // run in a task of its own, so that a cancelled collection still waits and still
                 // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
                 let restart = stopped != nil
-                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimedDuringBatch] in
+                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimants] in
                     try? await Task.sleep(for: gracePeriod)
-                    // Until no exchange claims the store (a claim left by a killed one stops
-                    // counting after TransferReservation.lifetime).
-                    while claimedDuringBatch, (try? await exchangeInFlight()) ?? false {
-                        try? await Task.sleep(for: .milliseconds(50))
-                    }
                     var walk = walk, removed = removed
                     if restart {
                         // A marking an error stopped midway left objects counted as reached whose
@@ -141,7 +140,24 @@ extension Store {
                         walk.stopsWhenCancelled = false
                         walk.recordsMissing = true
                     }
-                    let rescued = try await rescue(&walk, from: &removed)
+                    var rescued = 0
+                    // A sweep stopped by an error may not have looked for claims after its last
+                    // batch: look now.
+                    var awaited = restart ? await claimsAfterAStop() : claimants ?? []
+                    var failedReads = 0
+                    while !awaited.isEmpty, failedReads < 40 {
+                        // Marking as the exchanges land writes back what each needs as soon as
+                        // its heads move, not only once the last is done.
+                        rescued += try await rescue(&walk, from: &removed)
+                        try? await Task.sleep(for: .milliseconds(250))
+                        if let live = try? await TransferReservation.live(on: backend) {
+                            awaited.formIntersection(live)
+                            failedReads = 0
+                        } else {
+                            failedReads += 1
+                        }
+                    }
+                    rescued += try await rescue(&walk, from: &removed)
                     return (walk, rescued, Array(removed.keys))
                 }.value
                 walk = marked
@@ -158,12 +174,14 @@ extension Store {
         return report
     }
 
-    /// Whether an exchange into the store claims it now (``TransferReservation``); claims this
-    /// process could not drop are dropped first.
-    ///
-    /// - Complexity: one read of the refs.
-    private func exchangeInFlight() async throws -> Bool {
-        !(try await TransferReservation.live(on: backend)).isEmpty
+    /// The exchanges claiming the store after a sweep stopped by an error (a dropped connection):
+    /// read again for a while when the read fails, and taken as none after that.
+    private func claimsAfterAStop() async -> Set<String> {
+        for _ in 0..<40 {
+            if let live = try? await TransferReservation.live(on: backend) { return live }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        return []
     }
 
     /// `hashes` with their bytes (those no longer there left out), in the order a sweep removes

@@ -80,15 +80,14 @@ extension Store {
     ///
     /// - Complexity: one existence check of the `k` objects; a put of those missing.
     func writeBackRemoved(_ objects: [(hash: Hash, bytes: [UInt8])]) async {
-        // A commit cancelled as its heads moved has landed all the same: check outside its task,
-        // since a backend may refuse every call of a cancelled task (PostgreSQL does).
-        if Task.isCancelled {
-            return await Task.detached { [self] in await writeBackRemoved(objects) }.value
-        }
-        guard let present = try? await backend.contains(objects.map(\.hash)) else { return }
-        let missing = objects.filter { !present.contains($0.hash) }
-        guard !missing.isEmpty else { return }
-        try? await backend.put(missing)
+        // Outside the calling task: a commit cancelled as (or after) its heads moved has landed
+        // all the same, and a backend may refuse every call of a cancelled task (PostgreSQL does).
+        await Task.detached { [backend] in
+            guard let present = try? await backend.contains(objects.map(\.hash)) else { return }
+            let missing = objects.filter { !present.contains($0.hash) }
+            guard !missing.isEmpty else { return }
+            try? await backend.put(missing)
+        }.value
     }
 
     /// Commits a single value tree, on `parents` as ``commit(_:message:parents:)`` takes them.
