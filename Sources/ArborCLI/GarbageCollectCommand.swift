@@ -41,7 +41,7 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
         try await work.value
     }
 
-    private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period for commits that found removed objects present, and writes those back; Ctrl-C again to stop at once (then run arbor verify)\n"
+    private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period (and for exchanges that claimed the store during its last batch) for writers that found removed objects present, and writes those back; Ctrl-C again to stop at once (then run arbor verify)\n"
 
     public func execute(_ output: inout some TextOutputStream) async throws {
         let report: GarbageCollectionReport

@@ -301,11 +301,19 @@ final class LandingCommitBackend: ForwardingBackend {
     let atDelete: Int
     nonisolated(unsafe) var deletes = 0
     nonisolated(unsafe) var onDelete: () async throws -> Void = {}
+    /// Reads of the refs so far; the one numbered `failingRefsRead` fails, as a dropped connection.
+    let refsReads = Atomic<Int>(0)
+    nonisolated(unsafe) var failingRefsRead: Int?
     init(_ inner: any Backend, atDelete: Int) { (self.inner, self.atDelete) = (inner, atDelete) }
     func delete(_ hashes: [Hash]) async throws {
         try await inner.delete(hashes)
         deletes += 1
         if deletes == atDelete { try await onDelete() }
+    }
+    func refs() async throws -> [String: Hash] {
+        let read = refsReads.add(1, ordering: .relaxed).newValue
+        if read == failingRefsRead { throw ArborError(.connection, "the connection dropped reading the refs", backend: engineName, operation: "refs") }
+        return try await inner.refs()
     }
 }
 
@@ -404,7 +412,8 @@ extension GarbageCollectionTests {
     /// the calls of a cancelled task, as PostgreSQL does: it cannot look for claims then, and
     /// looks once its grace period is over. (The claim is made just after the delete here, as
     /// if it landed during it.)
-    @Test(arguments: [false, true]) func aCollectionClaimedDuringABatchWaitsForThatExchange(cancelled: Bool) async throws {
+    @Test(arguments: [(false, false), (true, false), (false, true)])
+    func aCollectionClaimedDuringABatchWaitsForThatExchange(cancelled: Bool, failingAMarking: Bool) async throws {
         let inner = MemoryBackend()
         // Top down, one at a time: the orphan's head set, its version, then its index's root.
         let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 3, refusingCancelledCalls: cancelled)
@@ -414,12 +423,18 @@ extension GarbageCollectionTests {
             // Claimed as the root goes: the exchange found it present, and moves its heads onto it
             // long after the grace period.
             let claim = try await TransferReservation.make(on: inner)
+            // After the batch, the collection reads the refs twice: its marking, then the claims
+            // (or, cancelled, once its grace period is over). The first marking of its wait fails.
+            let readsBefore = backend.refsReads.load(ordering: .relaxed)
+            if failingAMarking { backend.failingRefsRead = readsBefore + 3 }
             let exchanges = _Concurrency.Task.detached {
-                // A second exchange claims the store after the sweep stopped, and runs on.
-                try await _Concurrency.Task.sleep(for: .milliseconds(100))
+                // A second exchange claims the store once the collection has read the claims.
+                while backend.refsReads.load(ordering: .relaxed) < readsBefore + 2 {
+                    try await _Concurrency.Task.sleep(for: .milliseconds(5))
+                }
                 let second = try await TransferReservation.make(on: inner)
                 later.set(second)
-                try await _Concurrency.Task.sleep(for: .milliseconds(200))
+                try await _Concurrency.Task.sleep(for: .milliseconds(300))
                 let revived = try await self.revive(orphan, on: inner, through: store)
                 await claim.remove()
                 return revived
@@ -436,7 +451,8 @@ extension GarbageCollectionTests {
             let report = try await collection.value
             #expect(report.stoppedForExchange && report.rescued >= 1)
         }
-        #expect(ContinuousClock.now - started >= .milliseconds(300))
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(300) && waited < .seconds(60))
         let revived = try await #require(landed.withLock { $0 }).value
         // The later exchange still claims the store: the collection did not wait for it.
         let second = try #require(later.value)
@@ -445,6 +461,47 @@ extension GarbageCollectionTests {
         let after = try await store.verify()
         #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
         #expect(try await store.values(Task.self, at: revived).count == 400)
+    }
+
+    /// A claim is renewed by a task of its own, whatever the exchange is doing (a single large
+    /// request can take minutes: renewing only as the exchange asked and read let it lapse). An
+    /// exchange whose renewals failed for too long does not move the heads (a collection may
+    /// have removed what it found present), and run again it completes.
+    @Test func aClaimIsRenewedWhileTheExchangeWaitsAndALapsedOneMovesNoHeads() async throws {
+        let inner = MemoryBackend()
+        let kept = try await KeptClaim.make(on: inner, renewal: .milliseconds(20), lapse: .seconds(60))
+        let first = kept.name
+        // Renewed (waited for: a loaded machine may run the renewing task late), under the same id
+        // (two claims for a moment while one replaces the other).
+        let deadline = ContinuousClock.now + .seconds(30)
+        while kept.name == first, ContinuousClock.now < deadline { try await _Concurrency.Task.sleep(for: .milliseconds(10)) }
+        let claims = try await inner.refs().keys.filter(TransferReservation.isClaim)
+        #expect(kept.name != first && !claims.isEmpty && claims.count <= 2)
+        #expect(claims.allSatisfy { TransferReservation.id(of: $0) == TransferReservation.id(of: first) })
+        #expect(!kept.mayHaveLapsed)
+        await kept.remove()
+        #expect(try await inner.refs().isEmpty)
+
+        let source = Store(backend: MemoryBackend(), configuration: .init(replica: "source"))
+        var changes = ChangeSet()
+        for index in 0..<300 { try changes.save(Task(id: "x\(index)", title: "task \(index)", done: false)) }
+        let version = try await source.commit(changes)
+        let swaps = SwapsFailingAfterBackend(inner, failingAfter: 1)
+        let paused = PausedPutBackend(swaps, holdAt: 2)
+        // The claim lands; every later swap fails (its renewals), while the copy waits.
+        let exchange = _Concurrency.Task {
+            try await source.exchange(to: Store(backend: paused), batchSize: 5, progress: nil, claimTiming: ClaimTiming(renewal: .milliseconds(20), lapse: .milliseconds(100)))
+        }
+        while !paused.isHolding { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+        try await _Concurrency.Task.sleep(for: .milliseconds(200))
+        paused.release()
+        await #expect { try await exchange.value } throws: { error in
+            (error as? ArborError)?.code == .connection && "\(error)".contains("could not renew its claim")
+        }
+        #expect(try await inner.ref(RefName.heads) == nil)
+        try await source.exchange(to: Store(backend: inner))
+        #expect(try await Store(backend: inner).heads().map(\.id) == [version.id])
+        #expect(try await Store(backend: inner).verify().isIntact)
     }
 
     /// A claim counts while its start is less than `TransferReservation.lifetime` from now, either
@@ -523,6 +580,20 @@ final class SharedValue<Value: Sendable>: Sendable {
     init(_ value: Value) { state = Mutex(value) }
     var value: Value { state.withLock { $0 } }
     func set(_ value: Value) { state.withLock { $0 = value } }
+}
+
+/// Fails every compare-and-swap after the first `failingAfter` with a dropped connection.
+final class SwapsFailingAfterBackend: ForwardingBackend {
+    let inner: any Backend
+    let failingAfter: Int
+    private let swaps = Atomic<Int>(0)
+    init(_ inner: any Backend, failingAfter: Int) { (self.inner, self.failingAfter) = (inner, failingAfter) }
+    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        guard swaps.add(1, ordering: .relaxed).newValue <= failingAfter else {
+            throw ArborError(.connection, "the connection dropped", backend: engineName, operation: "compareAndSwap")
+        }
+        return try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+    }
 }
 
 /// Holds its `holdAt`th put until released, as an exchange slowed down midway would be.

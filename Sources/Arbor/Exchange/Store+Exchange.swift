@@ -31,7 +31,13 @@ extension Store {
     ///   the list of missing versions.
     @discardableResult
     public func exchange(to target: Store, batchSize: Int? = nil, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
-        try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: batchSize).exchange(claimingTarget: true)
+        try await exchange(to: target, batchSize: batchSize, progress: progress, claimTiming: .standard)
+    }
+
+    /// ``exchange(to:batchSize:progress:)``, renewing its claim on the target as `claimTiming`
+    /// says (tests shorten it).
+    func exchange(to target: Store, batchSize: Int?, progress: TransferProgressHandler?, claimTiming: ClaimTiming) async throws -> ExchangeReport {
+        try await Transfer(from: backend, to: target.backend, progress: progress, batchSize: batchSize).exchange(claiming: claimTiming)
     }
 
     /// The most objects an exchange or a migration writes in one call to a target that states
@@ -87,9 +93,9 @@ public struct SyncReport: Sendable {
 
 extension Transfer {
     /// Copies what the target lacks of the source's history and adopts the source's heads.
-    /// With `claimingTarget`, claims the target while it copies (``TransferReservation``), so
-    /// that a collection there removes nothing it finds present or writes.
-    func exchange(claimingTarget: Bool = false) async throws -> ExchangeReport {
+    /// With `claiming`, claims the target while it copies (``TransferReservation``), so that a
+    /// collection there removes nothing it finds present or writes.
+    func exchange(claiming claimTiming: ClaimTiming? = nil) async throws -> ExchangeReport {
         do {
             let source = source
             async let sourceRefs = source.refs()
@@ -111,18 +117,25 @@ extension Transfer {
             // Read the target's heads first: a store of another format fails here, untouched.
             let start = try await Transfer.headState(of: target, refs: targetRefs)
             // Before the first question to the target: what it answers is present must stay so.
-            if claimingTarget { reservation = try await TransferReservation.make(on: target) }
+            if let claimTiming { claim = try await KeptClaim.make(on: target, renewal: claimTiming.renewal, lapse: claimTiming.lapse) }
             let (missing, boundary) = try await missingVersions(from: sourceHeads)
             try await copyVersions(missing, present: boundary)
             try await writer.finish()
+            if let claim, claim.mayHaveLapsed {
+                // A collection may have removed what the copy found present or wrote: moving the
+                // heads now could name missing objects. Run again, the exchange copies what is gone.
+                throw ArborError(
+                    .connection, "the exchange could not renew its claim on the target for \(claimTiming?.lapse ?? .zero): the heads were not moved; run it again",
+                    backend: target.engineName, operation: "exchange")
+            }
             let heads = try await adoptHeads(
                 sourceHeads, copied: Set(missing).intersection(sourceHeads), missing: Set(missing), boundary: boundary,
                 start: (start.ref, Set(start.heads)))
-            await reservation?.remove()
+            await claim?.remove()
             return finalReport(versions: missing.count, heads: heads)
         } catch {
             await writer.cancel()
-            await reservation?.remove()
+            await claim?.remove()
             throw error
         }
     }
@@ -140,4 +153,13 @@ extension Transfer {
         reportProgress(force: true)
         return report
     }
+}
+
+/// How often an exchange renews its claim on its target, and after how long without a renewal
+/// it no longer trusts it (``TransferReservation``).
+struct ClaimTiming: Sendable {
+    var renewal: Duration
+    var lapse: Duration
+
+    static let standard = ClaimTiming(renewal: TransferReservation.renewal, lapse: TransferReservation.lifetime - .seconds(40))
 }

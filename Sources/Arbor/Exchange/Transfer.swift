@@ -54,13 +54,11 @@ final class Transfer {
         didSet { writer.landed = targetStartedEmpty ? LandedObjects() : nil }
     }
 
-    /// The claim on the target while an exchange copies (``TransferReservation``), renewed as
-    /// the exchange reads the source and asks the target what it holds.
-    var reservation: TransferReservation?
+    /// The claim on the target while an exchange copies (``TransferReservation``).
+    var claim: KeptClaim?
 
     /// The subset of `hashes` the target holds or is about to hold.
     func targetHas(_ hashes: [Hash]) async throws -> Set<Hash> {
-        try await reservation?.renewIfDue()
         var present = Set(hashes.filter(writer.isQueued))
         var ask = hashes.filter { !present.contains($0) }
         // The writer keeps the filter exactly when the target started empty.
@@ -76,7 +74,6 @@ final class Transfer {
 
     /// Objects of the source, checked against their hashes.
     func fetch(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        try await reservation?.renewIfDue()
         var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
         for chunk in hashes.chunks(of: Transfer.requestSize) {
             try Task.checkCancellation()

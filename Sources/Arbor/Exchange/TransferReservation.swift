@@ -88,9 +88,12 @@ struct TransferReservation: Sendable {
     /// - Complexity: one read of the refs; a compare-and-swap per claim dropped.
     static func live(on backend: any Backend, now: Date = Date()) async throws -> Set<String> {
         let refs = try await backend.refs()
-        // Not pruned of names this backend lacks: they may be another store's. It holds a name
-        // for each claim whose call failed, which are few.
-        let mine = abandoned.withLock { $0 }
+        // Not pruned of names this backend lacks: they may be another store's; but of those any
+        // collection removes, by their age.
+        let mine = abandoned.withLock { held in
+            held = held.filter { ageMilliseconds(of: $0, now: now).map { abs($0) < 2 * lifetimeMilliseconds } ?? false }
+            return held
+        }
         var live = Set<String>()
         for ref in refs.keys where isClaim(ref) {
             let age = ageMilliseconds(of: ref, now: now)
@@ -144,5 +147,67 @@ struct TransferReservation: Sendable {
             throw ArborError(.alreadyExists, "the transfer claim \(name) exists already", backend: backend.engineName, operation: "exchange")
         }
         return name
+    }
+}
+
+/// A claim kept alive while an exchange runs: a task of its own renews it every renewal
+/// period, whatever the exchange is doing (a single large request can take minutes).
+final class KeptClaim: Sendable {
+    /// The claim, and when it was last made or renewed.
+    private let state: Mutex<(reservation: TransferReservation, renewed: ContinuousClock.Instant)>
+    private let heartbeat = Mutex<Task<Void, Never>?>(nil)
+    /// How long after its last renewal the claim may no longer count somewhere: its lifetime,
+    /// less a margin for clocks that differ.
+    private let lapse: Duration
+
+    /// Claims `backend`, and starts renewing the claim every `renewal`.
+    ///
+    /// - Complexity: one compare-and-swap; two more per renewal.
+    static func make(
+        on backend: any Backend, renewal: Duration = ClaimTiming.standard.renewal, lapse: Duration = ClaimTiming.standard.lapse
+    ) async throws -> KeptClaim {
+        let kept = KeptClaim(try await TransferReservation.make(on: backend, renewal: renewal), lapse: lapse)
+        kept.heartbeat.withLock { $0 = Task.detached { [weak kept] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: renewal)
+                guard let kept, !Task.isCancelled else { return }
+                await kept.renew()
+            }
+        } }
+        return kept
+    }
+
+    private init(_ reservation: TransferReservation, lapse: Duration) {
+        state = Mutex((reservation, ContinuousClock.now))
+        self.lapse = lapse
+    }
+
+    deinit { heartbeat.withLock { $0?.cancel() } }
+
+    /// The ref of the current claim.
+    var name: String { state.withLock { $0.reservation.name } }
+
+    /// Whether the claim may have stopped counting: its renewals failed for longer than the lapse.
+    var mayHaveLapsed: Bool { ContinuousClock.now - state.withLock { $0.renewed } >= lapse }
+
+    /// Renews the claim (only the heartbeat calls this, one call at a time). A renewal that fails
+    /// is tried again at the next beat.
+    private func renew() async {
+        var reservation = state.withLock { $0.reservation }
+        do {
+            try await reservation.renewIfDue()
+            state.withLock { $0 = (reservation, ContinuousClock.now) }
+        } catch {}
+    }
+
+    /// Stops the renewals and drops the claim (best effort, see ``TransferReservation/remove()``).
+    func remove() async {
+        let beat = heartbeat.withLock { task in
+            defer { task = nil }
+            return task
+        }
+        beat?.cancel()
+        await beat?.value
+        await state.withLock { $0.reservation }.remove()
     }
 }

@@ -98,6 +98,9 @@ extension Store {
             // (or when the sweep stopped before it could look) may have found objects of that batch
             // present, so the last marking waits for those exchanges to end.
             var claimants: Set<String>?
+            // Whether the claims were read after the last batch removed: if not (the sweep stopped
+            // in between), they are read once the grace period is over.
+            var claimsReadAfterLastBatch = true
             do {
                 report.stoppedForExchange = try await !TransferReservation.live(on: backend).isEmpty
                 let batches = report.stoppedForExchange ? [] : try await topDown(candidates).chunks(of: max(sweepBatch, 1))
@@ -109,12 +112,14 @@ extension Store {
                     guard !batch.isEmpty else { continue }
                     // Kept before the delete: one that fails partway may have removed some.
                     for (hash, bytes) in batch { removed[hash] = bytes }
+                    claimsReadAfterLastBatch = false
                     try await backend.delete(batch.map(\.hash))
                     forgetCached(batch.map(\.hash))
                     report.removedBytes += batch.reduce(0) { $0 + $1.bytes.count }
                     report.removedObjects += batch.count
                     report.rescued += try await rescue(&walk, from: &removed)
                     let live = try await TransferReservation.live(on: backend)
+                    claimsReadAfterLastBatch = true
                     if !live.isEmpty {
                         claimants = live
                         report.stoppedForExchange = index < batches.count - 1
@@ -130,7 +135,7 @@ extension Store {
                 // run in a task of its own, so that a cancelled collection still waits and still
                 // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
                 let restart = stopped != nil
-                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimants] in
+                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimants, claimsReadAfterLastBatch] in
                     try? await Task.sleep(for: gracePeriod)
                     var walk = walk, removed = removed
                     if restart {
@@ -141,15 +146,23 @@ extension Store {
                         walk.recordsMissing = true
                     }
                     var rescued = 0
-                    // A sweep stopped by an error may not have looked for claims after its last
-                    // batch: look now.
-                    var awaited = restart ? await claimsAfterAStop() : claimants ?? []
+                    var awaited = claimsReadAfterLastBatch ? claimants ?? [] : await claimsAfterAStop()
                     var failedReads = 0
+                    let waitStarted = ContinuousClock.now
                     while !awaited.isEmpty, failedReads < 40 {
                         // Marking as the exchanges land writes back what each needs as soon as
-                        // its heads move, not only once the last is done.
-                        rescued += try await rescue(&walk, from: &removed)
-                        try? await Task.sleep(for: .milliseconds(250))
+                        // its heads move, not only once the last is done. A marking that fails
+                        // (a dropped connection) is done again from scratch: one cut short leaves
+                        // objects counted as reached whose links were never followed.
+                        do {
+                            rescued += try await rescue(&walk, from: &removed)
+                        } catch {
+                            walk = IntegrityWalk(backend: backend, progress: nil)
+                            walk.stopsWhenCancelled = false
+                            walk.recordsMissing = true
+                        }
+                        // Often at first, when most exchanges end; then once a second.
+                        try? await Task.sleep(for: ContinuousClock.now - waitStarted < .seconds(10) ? .milliseconds(250) : .seconds(1))
                         if let live = try? await TransferReservation.live(on: backend) {
                             awaited.formIntersection(live)
                             failedReads = 0
@@ -174,8 +187,9 @@ extension Store {
         return report
     }
 
-    /// The exchanges claiming the store after a sweep stopped by an error (a dropped connection):
-    /// read again for a while when the read fails, and taken as none after that.
+    /// The exchanges claiming the store after a sweep stopped between a batch's removal and the
+    /// read of the claims after it (an error, a cancellation): read again for a while when the
+    /// read fails, and taken as none after that.
     private func claimsAfterAStop() async -> Set<String> {
         for _ in 0..<40 {
             if let live = try? await TransferReservation.live(on: backend) { return live }
@@ -229,8 +243,10 @@ extension Store {
         var restore = walk.takeMissing().filter { removed[$0] != nil }
         var rescued = [Hash]()
         while !restore.isEmpty {
-            let objects = restore.compactMap { hash in removed.removeValue(forKey: hash).map { (hash, $0) } }
+            let objects = restore.compactMap { hash in removed[hash].map { (hash, $0) } }
             try await backend.put(objects)
+            // Only now: a put that fails leaves them to be written back by a later marking.
+            for (hash, _) in objects { removed[hash] = nil }
             rescued += objects.map(\.0)
             // The walk could not read below them. What they name is written back if it was
             // removed, else marked reached and followed.
