@@ -12,8 +12,8 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
             period, marks again (keeping what commits in flight wrote meanwhile), then removes the rest in \
             batches, writing back anything a commit that landed during the sweep re-used. Safe while other \
             processes commit, as long as no commit takes longer than the grace period; an exchange into the \
-            store claims it while it copies, and gc removes nothing meanwhile (stoppedForExchange: run gc \
-            again later). With --json: {"reachableObjects", "removedObjects", "removedBytes", "keptLate", \
+            store that runs over a second claims it while it copies, and gc removes nothing meanwhile \
+            (stoppedForExchange: run gc again later). With --json: {"reachableObjects", "removedObjects", "removedBytes", "keptLate", \
             "rescued", "stoppedForExchange", "seconds"}.
             """)
 
@@ -41,7 +41,7 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
         try await work.value
     }
 
-    private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period (and for exchanges that claimed the store during its last batch) for writers that found removed objects present, and writes those back; Ctrl-C again to stop at once (then run arbor verify)\n"
+    private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period (and for exchanges then claiming the store) for writers that found removed objects present, and writes those back; Ctrl-C again to stop at once (then run arbor verify)\n"
 
     public func execute(_ output: inout some TextOutputStream) async throws {
         let report: GarbageCollectionReport

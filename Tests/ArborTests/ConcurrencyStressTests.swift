@@ -173,7 +173,10 @@ final class ConcurrentRun: Sendable {
         for index in backends.indices where index == 0 || log != nil {
             backends[index] = CrashBeforeHeadsBackend(backends[index], name: "s\(index)", log: log)
         }
-        stores = backends.enumerated().map { index, backend in Store(backend: backend, configuration: .init(replica: "s\(index)")) }
+        // Exchanges claim the stores at once: the grace period is shorter than the default delay.
+        stores = backends.enumerated().map { index, backend in
+            Store(backend: backend, configuration: .init(replica: "s\(index)", exchangeClaimDelay: .zero))
+        }
         remote = Store(backend: MemoryBackend(), configuration: .init(replica: "remote"))
     }
 

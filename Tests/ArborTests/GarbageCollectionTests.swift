@@ -371,7 +371,8 @@ extension GarbageCollectionTests {
     /// A collection while an exchange into the store is midway (some batches written, its heads
     /// not moved yet) used to remove what the exchange had written: the exchange then moved its
     /// heads onto missing objects.
-    @Test func aCollectionRemovesNothingWhileAnExchangeIntoTheStoreIsInFlight() async throws {
+    @Test(arguments: [Duration.zero, .milliseconds(200)])
+    func aCollectionRemovesNothingWhileAnExchangeIntoTheStoreIsInFlight(claimDelay: Duration) async throws {
         let source = Store(backend: MemoryBackend(), configuration: .init(replica: "source"))
         for round in 0..<3 {
             var changes = ChangeSet()
@@ -382,8 +383,12 @@ extension GarbageCollectionTests {
         let local = Store(backend: inner)
         try await local.save(Person(id: "kept", name: "kept"))
         let paused = PausedPutBackend(inner, holdAt: 3)
-        let exchange = _Concurrency.Task { _ = try await source.exchange(to: Store(backend: paused), batchSize: 50) }
-        while !paused.isHolding { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+        let target = Store(backend: paused, configuration: .init(exchangeClaimDelay: claimDelay))
+        let exchange = _Concurrency.Task { _ = try await source.exchange(to: target, batchSize: 50) }
+        // Midway, and claimed (after its delay).
+        func claimed() async throws -> Bool { try await inner.refs().keys.contains(where: TransferReservation.isClaim) }
+        try await paused.waitUntilHolding()
+        while try await !claimed() { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
         let written = try await local.verify().unreachableObjects
         #expect(written >= 50)
         let report = try await local.collectGarbage(gracePeriod: .milliseconds(10))
@@ -406,12 +411,11 @@ extension GarbageCollectionTests {
 
     /// An exchange that claims the store while a batch is removed may have found objects of that
     /// batch present: the collection stops, and goes on marking until that exchange is done,
-    /// however long after the grace period, writing back what it re-used once its heads moved;
-    /// not waiting for an exchange that claimed the store only later (it found nothing removed
-    /// present). Also when the collection is cancelled in that batch on a backend that refuses
-    /// the calls of a cancelled task, as PostgreSQL does: it cannot look for claims then, and
-    /// looks once its grace period is over. (The claim is made just after the delete here, as
-    /// if it landed during it.)
+    /// however long after the grace period, writing back what it re-used once its heads moved. So
+    /// does a second exchange claiming the store once the grace period is over (exchanges claim
+    /// only after a delay). Also when the collection is cancelled in that batch on a backend that
+    /// refuses the calls of a cancelled task, as PostgreSQL does, and when a marking during the
+    /// wait fails. (The first claim is made just after the delete here, as if it landed during it.)
     @Test(arguments: [(false, false), (true, false), (false, true)])
     func aCollectionClaimedDuringABatchWaitsForThatExchange(cancelled: Bool, failingAMarking: Bool) async throws {
         let inner = MemoryBackend()
@@ -423,13 +427,16 @@ extension GarbageCollectionTests {
             // Claimed as the root goes: the exchange found it present, and moves its heads onto it
             // long after the grace period.
             let claim = try await TransferReservation.make(on: inner)
-            // After the batch, the collection reads the refs twice: its marking, then the claims
-            // (or, cancelled, once its grace period is over). The first marking of its wait fails.
+            // After the batch, the collection reads the refs for its marking, then the claims
+            // (cancelled, its marking is refused and it reads nothing more until its grace period
+            // is over); then the claims once more, and marks while it waits: the first such
+            // marking fails.
             let readsBefore = backend.refsReads.load(ordering: .relaxed)
-            if failingAMarking { backend.failingRefsRead = readsBefore + 3 }
+            if failingAMarking { backend.failingRefsRead = readsBefore + 4 }
             let exchanges = _Concurrency.Task.detached {
-                // A second exchange claims the store once the collection has read the claims.
-                while backend.refsReads.load(ordering: .relaxed) < readsBefore + 2 {
+                // A second exchange claims the store once the collection has read the claims, and
+                // ends 300 ms after the first.
+                while backend.refsReads.load(ordering: .relaxed) < readsBefore + (cancelled ? 1 : 2) {
                     try await _Concurrency.Task.sleep(for: .milliseconds(5))
                 }
                 let second = try await TransferReservation.make(on: inner)
@@ -437,6 +444,10 @@ extension GarbageCollectionTests {
                 try await _Concurrency.Task.sleep(for: .milliseconds(300))
                 let revived = try await self.revive(orphan, on: inner, through: store)
                 await claim.remove()
+                _Concurrency.Task.detached {
+                    try await _Concurrency.Task.sleep(for: .milliseconds(300))
+                    await second.remove()
+                }
                 return revived
             }
             landed.withLock { $0 = exchanges }
@@ -444,7 +455,7 @@ extension GarbageCollectionTests {
         }
         let started = ContinuousClock.now
         // In a task of its own: a test whose own task is cancelled ends there, silently.
-        let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: .milliseconds(20), progress: nil, sweepBatch: 1) }
+        let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: .milliseconds(100), progress: nil, sweepBatch: 1) }
         if cancelled {
             await #expect(throws: CancellationError.self) { try await collection.value }
         } else {
@@ -452,12 +463,11 @@ extension GarbageCollectionTests {
             #expect(report.stoppedForExchange && report.rescued >= 1)
         }
         let waited = ContinuousClock.now - started
-        #expect(waited >= .milliseconds(300) && waited < .seconds(60))
+        #expect(waited >= .milliseconds(600) && waited < .seconds(60))
         let revived = try await #require(landed.withLock { $0 }).value
-        // The later exchange still claims the store: the collection did not wait for it.
+        // The collection waited for the second exchange too.
         let second = try #require(later.value)
-        #expect(try await inner.refs()[second.name] != nil)
-        await second.remove()
+        #expect(try await inner.refs()[second.name] == nil)
         let after = try await store.verify()
         #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
         #expect(try await store.values(Task.self, at: revived).count == 400)
@@ -469,8 +479,8 @@ extension GarbageCollectionTests {
     /// have removed what it found present), and run again it completes.
     @Test func aClaimIsRenewedWhileTheExchangeWaitsAndALapsedOneMovesNoHeads() async throws {
         let inner = MemoryBackend()
-        let kept = try await KeptClaim.make(on: inner, renewal: .milliseconds(20), lapse: .seconds(60))
-        let first = kept.name
+        let kept = try await KeptClaim.make(on: inner, timing: ClaimTiming(delay: .zero, renewal: .milliseconds(20), lapse: .seconds(60)))
+        let first = try #require(kept.name)
         // Renewed (waited for: a loaded machine may run the renewing task late), under the same id
         // (two claims for a moment while one replaces the other).
         let deadline = ContinuousClock.now + .seconds(30)
@@ -490,18 +500,68 @@ extension GarbageCollectionTests {
         let paused = PausedPutBackend(swaps, holdAt: 2)
         // The claim lands; every later swap fails (its renewals), while the copy waits.
         let exchange = _Concurrency.Task {
-            try await source.exchange(to: Store(backend: paused), batchSize: 5, progress: nil, claimTiming: ClaimTiming(renewal: .milliseconds(20), lapse: .milliseconds(100)))
+            try await source.exchange(to: Store(backend: paused), batchSize: 5, progress: nil, claimTiming: ClaimTiming(delay: .zero, renewal: .milliseconds(20), lapse: .milliseconds(100)))
         }
-        while !paused.isHolding { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+        try await paused.waitUntilHolding()
         try await _Concurrency.Task.sleep(for: .milliseconds(200))
         paused.release()
         await #expect { try await exchange.value } throws: { error in
-            (error as? ArborError)?.code == .connection && "\(error)".contains("could not renew its claim")
+            (error as? ArborError)?.code == .connection && "\(error)".contains("could not claim the target, or renew its claim")
         }
         #expect(try await inner.ref(RefName.heads) == nil)
+
+        // Nor does one that could not claim the target by its delay and the margin after it.
+        let fresh = MemoryBackend()
+        let unclaimable = PausedPutBackend(SwapsFailingAfterBackend(fresh, failingAfter: 0), holdAt: 2)
+        let unclaimed = _Concurrency.Task {
+            try await source.exchange(
+                to: Store(backend: unclaimable), batchSize: 5, progress: nil,
+                claimTiming: ClaimTiming(delay: .milliseconds(20), claimMargin: .milliseconds(80), renewal: .milliseconds(20), lapse: .seconds(60)))
+        }
+        try await unclaimable.waitUntilHolding()
+        try await _Concurrency.Task.sleep(for: .milliseconds(200))
+        unclaimable.release()
+        await #expect { try await unclaimed.value } throws: { error in
+            (error as? ArborError)?.code == .connection && "\(error)".contains("could not claim the target")
+        }
+        #expect(try await fresh.ref(RefName.heads) == nil)
+
         try await source.exchange(to: Store(backend: inner))
         #expect(try await Store(backend: inner).heads().map(\.id) == [version.id])
         #expect(try await Store(backend: inner).verify().isIntact)
+    }
+
+    /// An exchange claims the store only once it has run for its delay, so it may have found
+    /// objects of the last batch present before: a collection also waits for the exchanges that
+    /// claim the store once its grace period after that batch is over, and writes back what they
+    /// re-used as their heads move.
+    @Test func anExchangeThatClaimsOnlyAfterTheLastBatchIsWaitedFor() async throws {
+        let inner = MemoryBackend()
+        // One batch: all of the orphan's objects go at once.
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 1)
+        let landed = Mutex<_Concurrency.Task<Hash, any Error>?>(nil)
+        backend.onDelete = {
+            // After the batch, the collection marks and reads the claims (none); the exchange,
+            // which found the orphan's objects present, claims during the grace period.
+            let readsBefore = backend.refsReads.load(ordering: .relaxed)
+            let exchange = _Concurrency.Task.detached {
+                while backend.refsReads.load(ordering: .relaxed) < readsBefore + 2 {
+                    try await _Concurrency.Task.sleep(for: .milliseconds(5))
+                }
+                let claim = try await TransferReservation.make(on: inner)
+                try await _Concurrency.Task.sleep(for: .milliseconds(400))
+                let revived = try await self.revive(orphan, on: inner, through: store)
+                await claim.remove()
+                return revived
+            }
+            landed.withLock { $0 = exchange }
+        }
+        let report = try await store.collectGarbage(gracePeriod: .milliseconds(150), progress: nil, sweepBatch: 10_000)
+        #expect(!report.stoppedForExchange && report.rescued >= 1)
+        let revived = try await #require(landed.withLock { $0 }).value
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        #expect(try await store.values(Task.self, at: revived).count == 400)
     }
 
     /// A claim counts while its start is less than `TransferReservation.lifetime` from now, either
@@ -561,9 +621,9 @@ extension GarbageCollectionTests {
         // The exchange's swaps: its claim, the heads, the claim's removal.
         faults.arm(FaultPlan(call: .compareAndSwap, countdown: failingSwap == 1 ? 1 : 3, timing: failingSwap == 1 ? .after : .before, sticky: false))
         if failingSwap == 1 {
-            await #expect(throws: ArborError.self) { try await source.exchange(to: Store(backend: faults)) }
+            await #expect(throws: ArborError.self) { try await source.exchange(to: Store(backend: faults, configuration: .init(exchangeClaimDelay: .zero))) }
         } else {
-            try await source.exchange(to: Store(backend: faults))
+            try await source.exchange(to: Store(backend: faults, configuration: .init(exchangeClaimDelay: .zero)))
         }
         faults.disarm()
         #expect(try await inner.refs().keys.contains { TransferReservation.isClaim($0) })
@@ -603,6 +663,14 @@ final class PausedPutBackend: ForwardingBackend {
     private let state = Mutex((puts: 0, holding: false, released: false))
     init(_ inner: any Backend, holdAt: Int) { (self.inner, self.holdAt) = (inner, holdAt) }
     var isHolding: Bool { state.withLock { $0.holding } }
+    /// Waits until a put is held; fails after 30 seconds (the writer never got that far).
+    func waitUntilHolding() async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !isHolding {
+            guard ContinuousClock.now < deadline else { throw ArborError(.io, "no put reached number \(holdAt)") }
+            try await _Concurrency.Task.sleep(for: .milliseconds(1))
+        }
+    }
     func release() { state.withLock { $0.released = true } }
     func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
         let holds = state.withLock { state in

@@ -31,7 +31,7 @@ extension Store {
     ///   the list of missing versions.
     @discardableResult
     public func exchange(to target: Store, batchSize: Int? = nil, progress: TransferProgressHandler? = nil) async throws -> ExchangeReport {
-        try await exchange(to: target, batchSize: batchSize, progress: progress, claimTiming: .standard)
+        try await exchange(to: target, batchSize: batchSize, progress: progress, claimTiming: ClaimTiming(delay: target.configuration.exchangeClaimDelay))
     }
 
     /// ``exchange(to:batchSize:progress:)``, renewing its claim on the target as `claimTiming`
@@ -117,7 +117,7 @@ extension Transfer {
             // Read the target's heads first: a store of another format fails here, untouched.
             let start = try await Transfer.headState(of: target, refs: targetRefs)
             // Before the first question to the target: what it answers is present must stay so.
-            if let claimTiming { claim = try await KeptClaim.make(on: target, renewal: claimTiming.renewal, lapse: claimTiming.lapse) }
+            if let claimTiming { claim = try await KeptClaim.make(on: target, timing: claimTiming) }
             let (missing, boundary) = try await missingVersions(from: sourceHeads)
             try await copyVersions(missing, present: boundary)
             try await writer.finish()
@@ -125,7 +125,7 @@ extension Transfer {
                 // A collection may have removed what the copy found present or wrote: moving the
                 // heads now could name missing objects. Run again, the exchange copies what is gone.
                 throw ArborError(
-                    .connection, "the exchange could not renew its claim on the target for \(claimTiming?.lapse ?? .zero): the heads were not moved; run it again",
+                    .connection, "the exchange could not claim the target, or renew its claim, in time: the heads were not moved; run it again",
                     backend: target.engineName, operation: "exchange")
             }
             let heads = try await adoptHeads(
@@ -155,11 +155,13 @@ extension Transfer {
     }
 }
 
-/// How often an exchange renews its claim on its target, and after how long without a renewal
-/// it no longer trusts it (``TransferReservation``).
+/// When an exchange claims its target (``TransferReservation``): after `delay`, and by `delay`
+/// plus `claimMargin` or it no longer trusts the copy; renewed every `renewal`, and no longer
+/// trusted after `lapse` without a renewal.
 struct ClaimTiming: Sendable {
-    var renewal: Duration
-    var lapse: Duration
-
-    static let standard = ClaimTiming(renewal: TransferReservation.renewal, lapse: TransferReservation.lifetime - .seconds(40))
+    var delay: Duration
+    var claimMargin: Duration = .seconds(4)
+    var renewal: Duration = TransferReservation.renewal
+    /// The lifetime, less a margin for clocks that differ.
+    var lapse: Duration = TransferReservation.lifetime - .seconds(40)
 }

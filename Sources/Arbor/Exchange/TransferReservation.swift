@@ -150,57 +150,73 @@ struct TransferReservation: Sendable {
     }
 }
 
-/// A claim kept alive while an exchange runs: a task of its own renews it every renewal
-/// period, whatever the exchange is doing (a single large request can take minutes).
+/// A claim made once an exchange has run for its delay, and kept alive while it runs: a task of
+/// its own makes it and renews it every renewal period, whatever the exchange is doing (a single
+/// large request can take minutes).
 final class KeptClaim: Sendable {
-    /// The claim, and when it was last made or renewed.
-    private let state: Mutex<(reservation: TransferReservation, renewed: ContinuousClock.Instant)>
+    /// The claim once made, and when it was last made or renewed.
+    private let state: Mutex<(reservation: TransferReservation?, renewed: ContinuousClock.Instant)>
     private let heartbeat = Mutex<Task<Void, Never>?>(nil)
-    /// How long after its last renewal the claim may no longer count somewhere: its lifetime,
-    /// less a margin for clocks that differ.
-    private let lapse: Duration
+    private let started = ContinuousClock.now
+    private let timing: ClaimTiming
 
-    /// Claims `backend`, and starts renewing the claim every `renewal`.
+    /// Starts claiming `backend` as `timing` says: at once for no delay (throwing if that fails).
     ///
-    /// - Complexity: one compare-and-swap; two more per renewal.
-    static func make(
-        on backend: any Backend, renewal: Duration = ClaimTiming.standard.renewal, lapse: Duration = ClaimTiming.standard.lapse
-    ) async throws -> KeptClaim {
-        let kept = KeptClaim(try await TransferReservation.make(on: backend, renewal: renewal), lapse: lapse)
+    /// - Complexity: one compare-and-swap to claim; two more per renewal.
+    static func make(on backend: any Backend, timing: ClaimTiming) async throws -> KeptClaim {
+        let first = timing.delay == .zero ? try await TransferReservation.make(on: backend, renewal: timing.renewal) : nil
+        let kept = KeptClaim(first, timing: timing)
         kept.heartbeat.withLock { $0 = Task.detached { [weak kept] in
+            if first == nil { try? await Task.sleep(for: timing.delay) }
             while !Task.isCancelled {
-                try? await Task.sleep(for: renewal)
-                guard let kept, !Task.isCancelled else { return }
-                await kept.renew()
+                let claimed: Bool
+                do {
+                    guard let kept else { return }
+                    claimed = await kept.beat(on: backend)
+                }
+                // A claim not made yet is tried again soon.
+                try? await Task.sleep(for: claimed ? timing.renewal : min(timing.renewal, .milliseconds(250)))
             }
         } }
         return kept
     }
 
-    private init(_ reservation: TransferReservation, lapse: Duration) {
+    private init(_ reservation: TransferReservation?, timing: ClaimTiming) {
         state = Mutex((reservation, ContinuousClock.now))
-        self.lapse = lapse
+        self.timing = timing
     }
 
     deinit { heartbeat.withLock { $0?.cancel() } }
 
-    /// The ref of the current claim.
-    var name: String { state.withLock { $0.reservation.name } }
+    /// The ref of the current claim, if one was made.
+    var name: String? { state.withLock { $0.reservation?.name } }
 
-    /// Whether the claim may have stopped counting: its renewals failed for longer than the lapse.
-    var mayHaveLapsed: Bool { ContinuousClock.now - state.withLock { $0.renewed } >= lapse }
-
-    /// Renews the claim (only the heartbeat calls this, one call at a time). A renewal that fails
-    /// is tried again at the next beat.
-    private func renew() async {
-        var reservation = state.withLock { $0.reservation }
-        do {
-            try await reservation.renewIfDue()
-            state.withLock { $0 = (reservation, ContinuousClock.now) }
-        } catch {}
+    /// Whether a collection may have removed what the exchange found present or wrote: no claim
+    /// made by its delay plus the margin, or none renewed for the lapse.
+    var mayHaveLapsed: Bool {
+        let (reservation, renewed) = state.withLock { ($0.reservation, $0.renewed) }
+        if reservation == nil { return ContinuousClock.now - started >= timing.delay + timing.claimMargin }
+        return ContinuousClock.now - renewed >= timing.lapse
     }
 
-    /// Stops the renewals and drops the claim (best effort, see ``TransferReservation/remove()``).
+    /// Makes the claim, or renews it when due (only the heartbeat calls this, one call at a
+    /// time); what fails is tried again at a later beat. Returns whether a claim is held.
+    private func beat(on backend: any Backend) async -> Bool {
+        do {
+            if var reservation = state.withLock({ $0.reservation }) {
+                let old = reservation.name
+                try await reservation.renewIfDue()
+                if reservation.name != old { state.withLock { $0 = (reservation, ContinuousClock.now) } }
+            } else {
+                let reservation = try await TransferReservation.make(on: backend, renewal: timing.renewal)
+                state.withLock { $0 = (reservation, ContinuousClock.now) }
+            }
+        } catch {}
+        return state.withLock { $0.reservation != nil }
+    }
+
+    /// Stops the heartbeat and drops the claim, if one was made (best effort, see
+    /// ``TransferReservation/remove()``).
     func remove() async {
         let beat = heartbeat.withLock { task in
             defer { task = nil }
@@ -208,6 +224,6 @@ final class KeptClaim: Sendable {
         }
         beat?.cancel()
         await beat?.value
-        await state.withLock { $0.reservation }.remove()
+        await state.withLock { $0.reservation }?.remove()
     }
 }

@@ -37,16 +37,18 @@ extension Store {
     /// Safe as long as no commit or merge takes longer than `gracePeriod` from finding an object
     /// present (or writing it) to moving its heads: they take milliseconds to seconds. An
     /// exchange moves the target's heads only when its whole copy is done, however long that
-    /// takes, so it claims the store meanwhile (a `transfers/` ref): a collection that sees a claim
-    /// before its sweep removes nothing, and one that sees a claim after a batch stops its sweep
-    /// (``GarbageCollectionReport/stoppedForExchange``) and goes on marking, writing back what
-    /// each claiming exchange re-used as its heads move, until those exchanges are done (a killed
-    /// one's claim lapses within three minutes). Only one collection should run at a time. Objects removed are kept in memory until the sweep ends, to be written back: a
+    /// takes, so one running longer than ``Configuration/exchangeClaimDelay`` claims the store (a
+    /// `transfers/` ref): a collection that sees a claim before its sweep removes nothing; one
+    /// that sees a claim after a batch stops its sweep
+    /// (``GarbageCollectionReport/stoppedForExchange``); and once its grace period after the last
+    /// batch is over, it goes on marking, writing back what each exchange claiming the store
+    /// re-used as its heads move, until those exchanges are done (a killed one's claim lapses
+    /// within three minutes). Only one collection should run at a time. Objects removed are kept in memory until the sweep ends, to be written back: a
     /// collection interrupted during the sweep cannot write back what a writer re-used meanwhile.
     ///
     /// Cancelling the task stops the collection between batches: before the sweep nothing is
     /// removed; during it, the batches removed are checked once more a grace period later (the
-    /// collection still waits that long, and for exchanges claiming the store) and what a writer
+    /// collection still waits that long, and for the exchanges then claiming the store) and what a writer
     /// re-used is written back; then it throws `CancellationError`. A sweep stopped by an error is finished the same way when the
     /// store can still be reached.
     ///
@@ -95,12 +97,10 @@ extension Store {
             // An exchange in flight claims the store (TransferReservation): what it found present
             // or wrote is unreachable until its heads move, however long it runs. A claim seen
             // before the sweep stops it before it removes anything; one first seen after a batch
-            // (or when the sweep stopped before it could look) may have found objects of that batch
-            // present, so the last marking waits for those exchanges to end.
+            // may have found objects of that batch present, as may an exchange that claims the
+            // store later (it claims only once it has run for a while), so the last marking waits
+            // for the exchanges claiming the store after the batch or after the grace period.
             var claimants: Set<String>?
-            // Whether the claims were read after the last batch removed: if not (the sweep stopped
-            // in between), they are read once the grace period is over.
-            var claimsReadAfterLastBatch = true
             do {
                 report.stoppedForExchange = try await !TransferReservation.live(on: backend).isEmpty
                 let batches = report.stoppedForExchange ? [] : try await topDown(candidates).chunks(of: max(sweepBatch, 1))
@@ -112,14 +112,12 @@ extension Store {
                     guard !batch.isEmpty else { continue }
                     // Kept before the delete: one that fails partway may have removed some.
                     for (hash, bytes) in batch { removed[hash] = bytes }
-                    claimsReadAfterLastBatch = false
                     try await backend.delete(batch.map(\.hash))
                     forgetCached(batch.map(\.hash))
                     report.removedBytes += batch.reduce(0) { $0 + $1.bytes.count }
                     report.removedObjects += batch.count
                     report.rescued += try await rescue(&walk, from: &removed)
                     let live = try await TransferReservation.live(on: backend)
-                    claimsReadAfterLastBatch = true
                     if !live.isEmpty {
                         claimants = live
                         report.stoppedForExchange = index < batches.count - 1
@@ -135,7 +133,7 @@ extension Store {
                 // run in a task of its own, so that a cancelled collection still waits and still
                 // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
                 let restart = stopped != nil
-                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimants, claimsReadAfterLastBatch] in
+                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimants] in
                     try? await Task.sleep(for: gracePeriod)
                     var walk = walk, removed = removed
                     if restart {
@@ -146,7 +144,10 @@ extension Store {
                         walk.recordsMissing = true
                     }
                     var rescued = 0
-                    var awaited = claimsReadAfterLastBatch ? claimants ?? [] : await claimsAfterAStop()
+                    // Also the exchanges claiming the store now: one claims only once it has run
+                    // for its delay (Store.Configuration.exchangeClaimDelay), and may have found
+                    // objects of a batch present before it did.
+                    var awaited = (claimants ?? []).union(await claimsNow())
                     var failedReads = 0
                     let waitStarted = ContinuousClock.now
                     while !awaited.isEmpty, failedReads < 40 {
@@ -187,10 +188,9 @@ extension Store {
         return report
     }
 
-    /// The exchanges claiming the store after a sweep stopped between a batch's removal and the
-    /// read of the claims after it (an error, a cancellation): read again for a while when the
-    /// read fails, and taken as none after that.
-    private func claimsAfterAStop() async -> Set<String> {
+    /// The exchanges claiming the store now: read again for a while when the read fails, and
+    /// taken as none after that.
+    private func claimsNow() async -> Set<String> {
         for _ in 0..<40 {
             if let live = try? await TransferReservation.live(on: backend) { return live }
             try? await Task.sleep(for: .milliseconds(250))

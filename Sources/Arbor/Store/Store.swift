@@ -31,11 +31,20 @@ public final class Store: Sendable {
         public var mergeStrategy: MergeStrategy
         /// Per-type overrides of `mergeStrategy`.
         public var mergeResolvers: MergeResolvers
+        /// How long an exchange into this store runs before it claims the store, so that a
+        /// collection spares what it found present or wrote (a `transfers/` ref; see
+        /// ``Store/collectGarbage(gracePeriod:progress:)``). Shorter exchanges, like commits,
+        /// make no claim and need no extra writes: the grace period covers them. An exchange
+        /// that could not claim within 4 seconds after this delay fails without moving the heads,
+        /// so a collection's grace period should be longer than the delay plus 4 seconds (the
+        /// default grace period is 60 seconds). Zero claims at once.
+        public var exchangeClaimDelay: Duration
 
         public init(
             replica: String? = nil, nodeCacheCapacity: Int = 16_384, cacheMemoryLimit: Int = 256 << 20,
             clock: @escaping @Sendable () -> Date = { Date() },
-            mergeStrategy: MergeStrategy = .mostRecent, mergeResolvers: MergeResolvers = MergeResolvers()
+            mergeStrategy: MergeStrategy = .mostRecent, mergeResolvers: MergeResolvers = MergeResolvers(),
+            exchangeClaimDelay: Duration = .seconds(1)
         ) {
             self.replica = replica ?? "replica-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
             self.nodeCacheCapacity = nodeCacheCapacity
@@ -43,6 +52,7 @@ public final class Store: Sendable {
             self.clock = clock
             self.mergeStrategy = mergeStrategy
             self.mergeResolvers = mergeResolvers
+            self.exchangeClaimDelay = exchangeClaimDelay
         }
     }
 
