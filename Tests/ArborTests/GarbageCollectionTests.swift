@@ -496,35 +496,25 @@ extension GarbageCollectionTests {
         var changes = ChangeSet()
         for index in 0..<300 { try changes.save(Task(id: "x\(index)", title: "task \(index)", done: false)) }
         let version = try await source.commit(changes)
-        let swaps = SwapsFailingAfterBackend(inner, failingAfter: 1)
-        let paused = PausedPutBackend(swaps, holdAt: 2)
+        /// Exchanges from `source` into `backend`, whose swaps fail after the first `swapsLanding`,
+        /// held 200 ms at its second put: it must fail, having moved no heads.
+        func heldExchange(into backend: MemoryBackend, swapsLanding: Int, timing: ClaimTiming) async throws {
+            let paused = PausedPutBackend(SwapsFailingAfterBackend(backend, failingAfter: swapsLanding), holdAt: 2)
+            let exchange = _Concurrency.Task { try await source.exchange(to: Store(backend: paused), batchSize: 5, progress: nil, claimTiming: timing) }
+            try await paused.waitUntilHolding()
+            try await _Concurrency.Task.sleep(for: .milliseconds(200))
+            paused.release()
+            await #expect { try await exchange.value } throws: { error in
+                (error as? ArborError)?.code == .connection && "\(error)".contains("could not claim the target, or renew its claim")
+            }
+            #expect(try await backend.ref(RefName.heads) == nil)
+        }
         // The claim lands; every later swap fails (its renewals), while the copy waits.
-        let exchange = _Concurrency.Task {
-            try await source.exchange(to: Store(backend: paused), batchSize: 5, progress: nil, claimTiming: ClaimTiming(delay: .zero, renewal: .milliseconds(20), lapse: .milliseconds(100)))
-        }
-        try await paused.waitUntilHolding()
-        try await _Concurrency.Task.sleep(for: .milliseconds(200))
-        paused.release()
-        await #expect { try await exchange.value } throws: { error in
-            (error as? ArborError)?.code == .connection && "\(error)".contains("could not claim the target, or renew its claim")
-        }
-        #expect(try await inner.ref(RefName.heads) == nil)
-
+        try await heldExchange(into: inner, swapsLanding: 1, timing: ClaimTiming(delay: .zero, renewal: .milliseconds(20), lapse: .milliseconds(100)))
         // Nor does one that could not claim the target by its delay and the margin after it.
-        let fresh = MemoryBackend()
-        let unclaimable = PausedPutBackend(SwapsFailingAfterBackend(fresh, failingAfter: 0), holdAt: 2)
-        let unclaimed = _Concurrency.Task {
-            try await source.exchange(
-                to: Store(backend: unclaimable), batchSize: 5, progress: nil,
-                claimTiming: ClaimTiming(delay: .milliseconds(20), claimMargin: .milliseconds(80), renewal: .milliseconds(20), lapse: .seconds(60)))
-        }
-        try await unclaimable.waitUntilHolding()
-        try await _Concurrency.Task.sleep(for: .milliseconds(200))
-        unclaimable.release()
-        await #expect { try await unclaimed.value } throws: { error in
-            (error as? ArborError)?.code == .connection && "\(error)".contains("could not claim the target")
-        }
-        #expect(try await fresh.ref(RefName.heads) == nil)
+        try await heldExchange(
+            into: MemoryBackend(), swapsLanding: 0,
+            timing: ClaimTiming(delay: .milliseconds(20), claimMargin: .milliseconds(80), renewal: .milliseconds(20), lapse: .seconds(60)))
 
         try await source.exchange(to: Store(backend: inner))
         #expect(try await Store(backend: inner).heads().map(\.id) == [version.id])
