@@ -76,6 +76,14 @@ extension Transfer {
             let bytes = try HeadSet.encode(heads)
             let hash = Hash.of(bytes)
             try await target.put([(hash, bytes)])
+            // Before every swap (contention can retry for long): a collection may have removed
+            // what the copy found present or wrote, and the heads must not name it. Run again,
+            // the exchange copies what is gone.
+            if let claim, claim.mayHaveLapsed {
+                throw ArborError(
+                    .connection, "the exchange could not claim the target, or renew its claim, in time: the heads were not moved; run it again",
+                    backend: target.engineName, operation: "exchange")
+            }
             if try await target.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return heads.sorted() }
             await contention.backOff()
         }

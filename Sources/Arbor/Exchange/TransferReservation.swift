@@ -3,15 +3,15 @@ import Synchronization
 
 /// An exchange's claim on its target while it copies: a ref `transfers/<start>-<id>` (the start
 /// in milliseconds since 1970, the id random hexadecimal, the same for all the claims of one
-/// exchange), made before the exchange asks which objects the target holds and removed once its
-/// heads moved.
+/// exchange), made once the exchange has run for its delay (``Store/Configuration/exchangeClaimDelay``)
+/// and removed once its heads moved.
 ///
 /// A collection removes nothing while a claim is live: an exchange takes a long while from
 /// finding an object present (or writing it) to moving the heads, often longer than any grace
 /// period, and what it found or wrote is unreachable until then. A claim is live while its start
 /// is less than ``lifetime`` from now (either way: the clocks of processes sharing a store
-/// differ); an exchange renews it (a new ref with the same id, then the old one removed) as it
-/// reads and asks, once ``renewal`` has passed, so the claim of a killed exchange lapses within
+/// differ); a task of the exchange renews it every ``renewal`` (``KeptClaim``: a new ref with the
+/// same id, then the old one removed), so the claim of a killed exchange lapses within
 /// ``lifetime``, and a collection removes it once it is twice as old. The ref's value names
 /// nothing: walks from the refs leave these refs out.
 struct TransferReservation: Sendable {
@@ -32,8 +32,7 @@ struct TransferReservation: Sendable {
     /// Makes a claim on `backend`, to be renewed every `renewal`.
     ///
     /// - Complexity: one compare-and-swap.
-    static func make(on backend: any Backend, renewal: Duration = renewal) async throws -> TransferReservation {
-        let id = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+    static func make(on backend: any Backend, id: String = newID(), renewal: Duration = renewal) async throws -> TransferReservation {
         let name = try await claim(id, on: backend)
         return TransferReservation(backend: backend, id: id, name: name, renewal: renewal)
     }
@@ -44,6 +43,9 @@ struct TransferReservation: Sendable {
         self.name = name
         self.renewal = renewal
     }
+
+    /// A fresh exchange id.
+    static func newID() -> String { String(UInt64.random(in: 0...UInt64.max), radix: 16) }
 
     /// Makes a fresh claim once the renewal period has passed since the last, then drops the last.
     ///
@@ -154,8 +156,11 @@ struct TransferReservation: Sendable {
 /// its own makes it and renews it every renewal period, whatever the exchange is doing (a single
 /// large request can take minutes).
 final class KeptClaim: Sendable {
-    /// The claim once made, and when it was last made or renewed.
-    private let state: Mutex<(reservation: TransferReservation?, renewed: ContinuousClock.Instant)>
+    /// The claim once made; when it was last made or renewed (when that call began); whether it
+    /// was made too late to be trusted.
+    private let state: Mutex<(reservation: TransferReservation?, renewed: ContinuousClock.Instant, late: Bool)>
+    /// The exchange's id, the same for every attempt and renewal.
+    private let id = TransferReservation.newID()
     private let heartbeat = Mutex<Task<Void, Never>?>(nil)
     private let started = ContinuousClock.now
     private let timing: ClaimTiming
@@ -164,15 +169,22 @@ final class KeptClaim: Sendable {
     ///
     /// - Complexity: one compare-and-swap to claim; two more per renewal.
     static func make(on backend: any Backend, timing: ClaimTiming) async throws -> KeptClaim {
-        let first = timing.delay == .zero ? try await TransferReservation.make(on: backend, renewal: timing.renewal) : nil
-        let kept = KeptClaim(first, timing: timing)
+        let kept = KeptClaim(timing: timing)
+        if timing.delay == .zero {
+            let first = try await TransferReservation.make(on: backend, id: kept.id, renewal: timing.renewal)
+            kept.state.withLock { $0.reservation = first }
+        }
+        let delayed = timing.delay != .zero
         kept.heartbeat.withLock { $0 = Task.detached { [weak kept] in
-            if first == nil { try? await Task.sleep(for: timing.delay) }
+            if delayed { try? await Task.sleep(for: timing.delay) }
             while !Task.isCancelled {
                 let claimed: Bool
                 do {
                     guard let kept else { return }
-                    claimed = await kept.beat(on: backend)
+                    // In a task of its own: stopping the heartbeat interrupts its sleep, never a
+                    // call in flight (a backend may refuse the calls of a cancelled task, and a
+                    // claim that landed regardless would be left behind).
+                    claimed = await Task.detached { await kept.beat(on: backend) }.value
                 }
                 // A claim not made yet is tried again soon.
                 try? await Task.sleep(for: claimed ? timing.renewal : min(timing.renewal, .milliseconds(250)))
@@ -181,8 +193,8 @@ final class KeptClaim: Sendable {
         return kept
     }
 
-    private init(_ reservation: TransferReservation?, timing: ClaimTiming) {
-        state = Mutex((reservation, ContinuousClock.now))
+    private init(timing: ClaimTiming) {
+        state = Mutex((nil, ContinuousClock.now, false))
         self.timing = timing
     }
 
@@ -192,24 +204,29 @@ final class KeptClaim: Sendable {
     var name: String? { state.withLock { $0.reservation?.name } }
 
     /// Whether a collection may have removed what the exchange found present or wrote: no claim
-    /// made by its delay plus the margin, or none renewed for the lapse.
+    /// made by its delay plus the margin (or one made only after that), or none renewed for the
+    /// lapse.
     var mayHaveLapsed: Bool {
-        let (reservation, renewed) = state.withLock { ($0.reservation, $0.renewed) }
+        let (reservation, renewed, late) = state.withLock { ($0.reservation, $0.renewed, $0.late) }
         if reservation == nil { return ContinuousClock.now - started >= timing.delay + timing.claimMargin }
-        return ContinuousClock.now - renewed >= timing.lapse
+        return late || ContinuousClock.now - renewed >= timing.lapse
     }
 
     /// Makes the claim, or renews it when due (only the heartbeat calls this, one call at a
     /// time); what fails is tried again at a later beat. Returns whether a claim is held.
     private func beat(on backend: any Backend) async -> Bool {
+        // Stamped before the call: the claim is no fresher than the moment it was asked for.
+        let asked = ContinuousClock.now
         do {
             if var reservation = state.withLock({ $0.reservation }) {
                 let old = reservation.name
                 try await reservation.renewIfDue()
-                if reservation.name != old { state.withLock { $0 = (reservation, ContinuousClock.now) } }
+                if reservation.name != old { state.withLock { ($0.reservation, $0.renewed) = (reservation, asked) } }
             } else {
-                let reservation = try await TransferReservation.make(on: backend, renewal: timing.renewal)
-                state.withLock { $0 = (reservation, ContinuousClock.now) }
+                let reservation = try await TransferReservation.make(on: backend, id: id, renewal: timing.renewal)
+                // Landed past the deadline: a collection may have finished meanwhile.
+                let late = ContinuousClock.now - started >= timing.delay + timing.claimMargin
+                state.withLock { $0 = (reservation, asked, late) }
             }
         } catch {}
         return state.withLock { $0.reservation != nil }

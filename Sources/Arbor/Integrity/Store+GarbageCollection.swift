@@ -43,7 +43,10 @@ extension Store {
     /// (``GarbageCollectionReport/stoppedForExchange``); and once its grace period after the last
     /// batch is over, it goes on marking, writing back what each exchange claiming the store
     /// re-used as its heads move, until those exchanges are done (a killed one's claim lapses
-    /// within three minutes). Only one collection should run at a time. Objects removed are kept in memory until the sweep ends, to be written back: a
+    /// within three minutes). An exchange shorter than its delay relies on the grace period, as a
+    /// commit does, and one claims within 25 seconds after its delay or fails: so exchanges are
+    /// safe with a grace period longer than the delay plus 25 seconds (26 seconds by default). Only
+    /// one collection should run at a time. Objects removed are kept in memory until the sweep ends, to be written back: a
     /// collection interrupted during the sweep cannot write back what a writer re-used meanwhile.
     ///
     /// Cancelling the task stops the collection between batches: before the sweep nothing is

@@ -35,8 +35,8 @@ public final class Store: Sendable {
         /// collection spares what it found present or wrote (a `transfers/` ref; see
         /// ``Store/collectGarbage(gracePeriod:progress:)``). Shorter exchanges, like commits,
         /// make no claim and need no extra writes: the grace period covers them. An exchange
-        /// that could not claim within 4 seconds after this delay fails without moving the heads,
-        /// so a collection's grace period should be longer than the delay plus 4 seconds (the
+        /// that could not claim within 25 seconds after this delay fails without moving the heads,
+        /// so a collection's grace period should be longer than the delay plus 25 seconds (the
         /// default grace period is 60 seconds). Zero claims at once.
         public var exchangeClaimDelay: Duration
 
