@@ -13,8 +13,9 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
             batches, writing back anything a commit that landed during the sweep re-used. Safe while other \
             processes commit, as long as no commit takes longer than the grace period; an exchange into the \
             store that runs over a second claims it while it copies, and gc removes nothing meanwhile \
-            (stoppedForExchange: run gc again later); that needs a grace period over 26 seconds. With --json: {"reachableObjects", "removedObjects", "removedBytes", "keptLate", \
-            "rescued", "stoppedForExchange", "seconds"}.
+            (stoppedForExchange: run gc again later); that needs a grace period over 26 seconds. With \
+            --json: {"reachableObjects", "removedObjects", "removedBytes", "keptLate", "rescued", \
+            "stoppedForExchange", "seconds"}.
             """)
 
     @OptionGroup public var store: StoreOptions

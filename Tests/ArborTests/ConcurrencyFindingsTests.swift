@@ -14,8 +14,12 @@ final class SwapGateBackend: ForwardingBackend {
     private let releases: AsyncStream<Void>
     private let release: AsyncStream<Void>.Continuation
 
-    init(_ inner: any Backend) {
+    /// Whether the stopped swap, once it lands, cancels its task (a caller giving up just then).
+    let cancelsOnLanding: Bool
+
+    init(_ inner: any Backend, cancelsOnLanding: Bool = false) {
         self.inner = inner
+        self.cancelsOnLanding = cancelsOnLanding
         (arrivals, arrival) = AsyncStream.makeStream()
         (releases, release) = AsyncStream.makeStream()
     }
@@ -32,11 +36,14 @@ final class SwapGateBackend: ForwardingBackend {
     func letGo() { release.yield() }
 
     func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
-        if name == RefName.heads, armed.exchange(false, ordering: .acquiringAndReleasing) {
+        let stops = name == RefName.heads && armed.exchange(false, ordering: .acquiringAndReleasing)
+        if stops {
             arrival.yield()
             for await _ in releases { break }
         }
-        return try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+        let landed = try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+        if stops && landed && cancelsOnLanding { withUnsafeCurrentTask { $0?.cancel() } }
+        return landed
     }
 }
 

@@ -15,8 +15,8 @@ import ArborSQLite
 /// what its commit wrote, that the stores verify, and that a sync ends both stores on one head.
 /// Objects found missing in a run where a commit or merge outlasted the grace period are the limit
 /// README states for `gc`, and are reported as a known issue (exchanges claim the store, and have
-/// no such limit). Concurrency makes runs nondeterministic:
-/// a failure prints the seed and the trace of operations as they interleaved. Longer hunts:
+/// no such limit). Concurrency makes runs nondeterministic: a failure prints the seed and the
+/// trace of operations as they interleaved. Longer hunts:
 /// `CONC_SEEDS=1-50 CONC_STEPS=40 swift test --skip-build --filter ConcurrencyStressTests`
 /// (`CONC_ADAPTERS=memory,lmdb` picks adapters, by default all, PostgreSQL where its tests run:
 /// `ARBOR_TEST_POSTGRES_URL` or CI; `CONC_GRACE_MS` sets the collections' grace period,

@@ -640,7 +640,7 @@ final class FaultRun: SeededRun {
             check(copied.map(\.root).sorted() == sourceHeads.map(\.root).sorted(), "a latest-only migration has other roots than the heads")
         } else {
             // Claims that failed exchanges left in the source are no versions, and not copied.
-            let sourceRefs = try await source.backend.refs().filter { !TransferReservation.isClaim($0.key) }
+            let sourceRefs = try await source.backend.refsBesidesClaims()
             check(try await target.backend.refs() == sourceRefs, "the migration's refs differ from the source's")
             check(targetReport.reachableObjects == sourceReport.reachableObjects, "the migration holds \(targetReport.reachableObjects) objects, the source reaches \(sourceReport.reachableObjects)")
         }
@@ -795,24 +795,6 @@ final class SwapThenFailBackend: ForwardingBackend {
     }
 }
 
-/// Holds the first compare-and-swap until ``release()``.
-final class HeldSwapBackend: ForwardingBackend {
-    let inner: any Backend
-    /// Whether a swap that lands cancels its task, as a caller giving up just then would.
-    let cancelsOnLanding: Bool
-    private let state = Mutex((holding: false, released: false))
-    init(_ inner: any Backend, cancelsOnLanding: Bool = false) { (self.inner, self.cancelsOnLanding) = (inner, cancelsOnLanding) }
-    var isHolding: Bool { state.withLock { $0.holding } }
-    func release() { state.withLock { $0.released = true } }
-    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
-        state.withLock { $0.holding = true }
-        while !state.withLock({ $0.released }) { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
-        let landed = try await inner.compareAndSwap(ref: name, expected: expected, new: new)
-        if landed && cancelsOnLanding { withUnsafeCurrentTask { $0?.cancel() } }
-        return landed
-    }
-}
-
 /// Defects the randomized runs with faults found, each reduced to a deterministic case.
 @Suite struct FaultFindings {
     /// A commit failed before moving the heads, leaving its index as garbage. While a collection
@@ -878,7 +860,7 @@ final class HeldSwapBackend: ForwardingBackend {
         let faults = FaultInjectingBackend(inner)
         let backend = SweepWritingBackend(faults)
         let store = Store(backend: backend)
-        let gate = HeldSwapBackend(inner, cancelsOnLanding: cancelledAsItsSwapLands)
+        let gate = SwapGateBackend(inner, cancelsOnLanding: cancelledAsItsSwapLands)
         let writer = Store(backend: cancelledAsItsSwapLands ? CancellationRefusingBackend(gate) : gate, configuration: .init(nodeCacheCapacity: 0))
         let (base, root) = try await Self.failedCommitsIndex(in: store, faults: faults)
         let makeAgain: @Sendable () async throws -> Version
@@ -900,13 +882,14 @@ final class HeldSwapBackend: ForwardingBackend {
         let made = Mutex<_Concurrency.Task<Version, any Error>?>(nil)
         // Before the batch goes: the writer writes its objects (all found present) and waits at its swap.
         backend.beforeDelete = {
+            gate.arm()
             made.withLock { $0 = _Concurrency.Task { try await makeAgain() } }
-            while !gate.isHolding { try await _Concurrency.Task.sleep(for: .milliseconds(1)) }
+            await gate.waitForStoppedSwap()
         }
         let read = Mutex<String?>(nil)
         // The marking after the batch has read the heads: the swap lands now, and the version is read.
         backend.afterRefsFollowingDelete = {
-            gate.release()
+            gate.letGo()
             guard let version = try await made.withLock({ $0 })?.value else { return }
             do {
                 let title = try await Store(backend: inner).value(Task.self, id: "t", at: version.id)?.title

@@ -606,12 +606,12 @@ extension GarbageCollectionTests {
         #expect(try await store.collectGarbage(gracePeriod: .milliseconds(10)).removedObjects == 0)
         #expect(try await inner.compareAndSwap(ref: ahead, expected: TransferReservation.value(of: ahead), new: nil))
 
-        var running = try await TransferReservation.make(on: inner, renewal: .zero)
+        var running = try await TransferReservation.make(on: inner)
         let claimed = try await store.collectGarbage(gracePeriod: .milliseconds(10))
         #expect(claimed.stoppedForExchange && claimed.removedObjects == 0)
         let first = running.name
         try await _Concurrency.Task.sleep(for: .milliseconds(5))
-        try await running.renewIfDue()
+        try await running.renew()
         #expect(running.name != first && TransferReservation.id(of: running.name) == running.id)
         #expect(try await inner.refs().keys.sorted() == [RefName.heads, lapsed, running.name].sorted())
         await running.remove()

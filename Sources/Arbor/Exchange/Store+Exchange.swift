@@ -160,4 +160,7 @@ struct ClaimTiming: Sendable {
     var renewal: Duration = TransferReservation.renewal
     /// The lifetime, less a margin for clocks that differ.
     var lapse: Duration = TransferReservation.lifetime - .seconds(40)
+
+    /// By when, from the exchange's start, its claim must be made.
+    var claimDeadline: Duration { delay + claimMargin }
 }

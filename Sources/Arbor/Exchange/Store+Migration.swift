@@ -45,7 +45,7 @@ extension Store {
         to target: Store, latestOnly: Bool = false, verify: Bool = true, progress: TransferProgressHandler? = nil
     ) async throws -> MigrationReport {
         // Claims of exchanges into the target (killed ones leave theirs) are not versions.
-        let targetRefs = try await target.backend.refs().filter { !TransferReservation.isClaim($0.key) }
+        let targetRefs = try await target.backend.refsBesidesClaims()
         if !targetRefs.isEmpty {
             // A migration whose copy finished, stopped before it said so (a kill, a dropped
             // connection, Ctrl-C while verifying): run again, it verifies and copies nothing.
@@ -90,7 +90,7 @@ extension Store {
     /// made: the same refs, or with `latestOnly` a heads ref alone whose versions have no parents
     /// and the roots of this store's heads.
     fileprivate func holdsFinishedCopy(in target: Store, refs: [String: Hash], latestOnly: Bool) async throws -> Bool {
-        let ownRefs = try await backend.refs().filter { !TransferReservation.isClaim($0.key) }
+        let ownRefs = try await backend.refsBesidesClaims()
         guard latestOnly else { return refs == ownRefs }
         guard refs.count == 1, refs[RefName.heads] != nil else { return false }
         let copied = try await target.heads()

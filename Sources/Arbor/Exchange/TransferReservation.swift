@@ -26,35 +26,30 @@ struct TransferReservation: Sendable {
     let id: String
     /// The ref of the current claim.
     private(set) var name: String
-    private var made = ContinuousClock.now
-    private let renewal: Duration
 
-    /// Makes a claim on `backend`, to be renewed every `renewal`.
+    /// Makes a claim on `backend`.
     ///
     /// - Complexity: one compare-and-swap.
-    static func make(on backend: any Backend, id: String = newID(), renewal: Duration = renewal) async throws -> TransferReservation {
-        let name = try await claim(id, on: backend)
-        return TransferReservation(backend: backend, id: id, name: name, renewal: renewal)
+    static func make(on backend: any Backend, id: String = newID()) async throws -> TransferReservation {
+        TransferReservation(backend: backend, id: id, name: try await claim(id, on: backend))
     }
 
-    private init(backend: any Backend, id: String, name: String, renewal: Duration) {
+    private init(backend: any Backend, id: String, name: String) {
         self.backend = backend
         self.id = id
         self.name = name
-        self.renewal = renewal
     }
 
     /// A fresh exchange id.
     static func newID() -> String { String(UInt64.random(in: 0...UInt64.max), radix: 16) }
 
-    /// Makes a fresh claim once the renewal period has passed since the last, then drops the last.
+    /// Makes a fresh claim, then drops the last (``KeptClaim`` paces the renewals).
     ///
-    /// - Complexity: none until then; then two compare-and-swaps.
-    mutating func renewIfDue() async throws {
-        guard ContinuousClock.now - made >= renewal else { return }
+    /// - Complexity: two compare-and-swaps.
+    mutating func renew() async throws {
         let fresh = try await Self.claim(id, on: backend)
         let old = name
-        (name, made) = (fresh, ContinuousClock.now)
+        name = fresh
         await Self.drop(old, on: backend)
     }
 
@@ -98,29 +93,32 @@ struct TransferReservation: Sendable {
         }
         var live = Set<String>()
         for ref in refs.keys where isClaim(ref) {
-            let age = ageMilliseconds(of: ref, now: now)
+            let parts = parts(of: ref)
+            let age = parts.map { milliseconds(now) - $0.start }
             if mine.contains(ref) || age.map({ abs($0) >= 2 * lifetimeMilliseconds }) ?? true {
                 if refs[ref] == value(of: ref) { await drop(ref, on: backend) }
-            } else if let age, abs(age) < lifetimeMilliseconds, let id = id(of: ref) {
-                live.insert(id)
+            } else if let age, let parts, abs(age) < lifetimeMilliseconds {
+                live.insert(parts.id)
             }
         }
         return live
     }
 
-    /// The exchange id in a claim's name.
-    static func id(of ref: String) -> String? {
+    /// A claim's start (milliseconds since 1970) and exchange id, from its name; `nil` for a
+    /// name that does not parse.
+    static func parts(of ref: String) -> (start: Int64, id: String)? {
         let parts = ref.dropFirst(RefName.transferPrefix.count).split(separator: "-")
-        guard parts.count == 2, Int64(parts[0]) != nil, !parts[1].isEmpty else { return nil }
-        return String(parts[1])
+        guard parts.count == 2, let start = Int64(parts[0]) else { return nil }
+        return (start, String(parts[1]))
     }
+
+    /// The exchange id in a claim's name.
+    static func id(of ref: String) -> String? { parts(of: ref)?.id }
 
     /// How long ago, at `now`, a claim started (negative when its clock is ahead); `nil` for a
     /// name that does not parse.
     static func ageMilliseconds(of ref: String, now: Date) -> Int64? {
-        let parts = ref.dropFirst(RefName.transferPrefix.count).split(separator: "-")
-        guard parts.count == 2, let start = Int64(parts[0]) else { return nil }
-        return milliseconds(now) - start
+        parts(of: ref).map { milliseconds(now) - $0.start }
     }
 
     /// The name of a claim of the exchange `id` started at `date`.
@@ -152,6 +150,16 @@ struct TransferReservation: Sendable {
     }
 }
 
+extension Backend {
+    /// The refs, less exchanges' claims (``TransferReservation``), which name no object and
+    /// are no versions.
+    ///
+    /// - Complexity: one read of the refs.
+    func refsBesidesClaims() async throws -> [String: Hash] {
+        try await refs().filter { !TransferReservation.isClaim($0.key) }
+    }
+}
+
 /// A claim made once an exchange has run for its delay, and kept alive while it runs: a task of
 /// its own makes it and renews it every renewal period, whatever the exchange is doing (a single
 /// large request can take minutes).
@@ -171,12 +179,12 @@ final class KeptClaim: Sendable {
     static func make(on backend: any Backend, timing: ClaimTiming) async throws -> KeptClaim {
         let kept = KeptClaim(timing: timing)
         if timing.delay == .zero {
-            let first = try await TransferReservation.make(on: backend, id: kept.id, renewal: timing.renewal)
+            let first = try await TransferReservation.make(on: backend, id: kept.id)
             kept.state.withLock { $0.reservation = first }
         }
-        let delayed = timing.delay != .zero
         kept.heartbeat.withLock { $0 = Task.detached { [weak kept] in
-            if delayed { try? await Task.sleep(for: timing.delay) }
+            // Claimed at once: the first renewal is due a renewal period from now.
+            try? await Task.sleep(for: timing.delay == .zero ? timing.renewal : timing.delay)
             while !Task.isCancelled {
                 let claimed: Bool
                 do {
@@ -208,24 +216,24 @@ final class KeptClaim: Sendable {
     /// lapse.
     var mayHaveLapsed: Bool {
         let (reservation, renewed, late) = state.withLock { ($0.reservation, $0.renewed, $0.late) }
-        if reservation == nil { return ContinuousClock.now - started >= timing.delay + timing.claimMargin }
+        if reservation == nil { return ContinuousClock.now - started >= timing.claimDeadline }
         return late || ContinuousClock.now - renewed >= timing.lapse
     }
 
-    /// Makes the claim, or renews it when due (only the heartbeat calls this, one call at a
-    /// time); what fails is tried again at a later beat. Returns whether a claim is held.
+    /// Makes the claim, or renews it (only the heartbeat calls this, one call at a time, a
+    /// renewal period after the last); what fails is tried again at a later beat. Returns
+    /// whether a claim is held.
     private func beat(on backend: any Backend) async -> Bool {
         // Stamped before the call: the claim is no fresher than the moment it was asked for.
         let asked = ContinuousClock.now
         do {
             if var reservation = state.withLock({ $0.reservation }) {
-                let old = reservation.name
-                try await reservation.renewIfDue()
-                if reservation.name != old { state.withLock { ($0.reservation, $0.renewed) = (reservation, asked) } }
+                try await reservation.renew()
+                state.withLock { ($0.reservation, $0.renewed) = (reservation, asked) }
             } else {
-                let reservation = try await TransferReservation.make(on: backend, id: id, renewal: timing.renewal)
+                let reservation = try await TransferReservation.make(on: backend, id: id)
                 // Landed past the deadline: a collection may have finished meanwhile.
-                let late = ContinuousClock.now - started >= timing.delay + timing.claimMargin
+                let late = ContinuousClock.now - started >= timing.claimDeadline
                 state.withLock { $0 = (reservation, asked, late) }
             }
         } catch {}

@@ -45,15 +45,16 @@ extension Store {
     /// re-used as its heads move, until those exchanges are done (a killed one's claim lapses
     /// within three minutes). An exchange shorter than its delay relies on the grace period, as a
     /// commit does, and one claims within 25 seconds after its delay or fails: so exchanges are
-    /// safe with a grace period longer than the delay plus 25 seconds (26 seconds by default). Only
-    /// one collection should run at a time. Objects removed are kept in memory until the sweep ends, to be written back: a
-    /// collection interrupted during the sweep cannot write back what a writer re-used meanwhile.
+    /// safe with a grace period longer than the delay plus 25 seconds (26 seconds by default).
+    /// Only one collection should run at a time. Objects removed are kept in memory until the
+    /// sweep ends, to be written back: a collection interrupted during the sweep cannot write back
+    /// what a writer re-used meanwhile.
     ///
     /// Cancelling the task stops the collection between batches: before the sweep nothing is
     /// removed; during it, the batches removed are checked once more a grace period later (the
-    /// collection still waits that long, and for the exchanges then claiming the store) and what a writer
-    /// re-used is written back; then it throws `CancellationError`. A sweep stopped by an error is finished the same way when the
-    /// store can still be reached.
+    /// collection still waits that long, and for the exchanges then claiming the store) and what
+    /// a writer re-used is written back; then it throws `CancellationError`. A sweep stopped by an
+    /// error is finished the same way when the store can still be reached.
     ///
     /// - Complexity: O(*N*) reads for the *N* reachable objects, O(*G*) deletes for *G*
     ///   unreachable ones; O(*N* + *G*) hashes in memory, and the bytes of the removed objects.
@@ -90,13 +91,10 @@ extension Store {
             // Cancelled while marking: nothing is removed yet, and nothing will be.
             try Task.checkCancellation()
             var removed = [Hash: [UInt8]]()
-            walk.recordsMissing = true
+            walk.marksForSweep()
             // Once something is removed, the last check below must run however the sweep ends:
             // a cancellation stops it between batches, an error (a dropped connection) anywhere.
             var stopped: (any Error)?
-            // From here on a marking runs to its end: one cut short would leave objects counted as
-            // reached whose links were never followed. The sweep stops between batches instead.
-            walk.stopsWhenCancelled = false
             // An exchange in flight claims the store (TransferReservation): what it found present
             // or wrote is unreachable until its heads move, however long it runs. A claim seen
             // before the sweep stops it before it removes anything; one first seen after a batch
@@ -139,13 +137,9 @@ extension Store {
                 let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimants] in
                     try? await Task.sleep(for: gracePeriod)
                     var walk = walk, removed = removed
-                    if restart {
-                        // A marking an error stopped midway left objects counted as reached whose
-                        // links were never followed: mark again from scratch.
-                        walk = IntegrityWalk(backend: backend, progress: nil)
-                        walk.stopsWhenCancelled = false
-                        walk.recordsMissing = true
-                    }
+                    // A marking an error stopped midway left objects counted as reached whose
+                    // links were never followed: mark again from scratch.
+                    if restart { walk = .sweepMarking(backend) }
                     var rescued = 0
                     // Also the exchanges claiming the store now: one claims only once it has run
                     // for its delay (Store.Configuration.exchangeClaimDelay), and may have found
@@ -161,9 +155,7 @@ extension Store {
                         do {
                             rescued += try await rescue(&walk, from: &removed)
                         } catch {
-                            walk = IntegrityWalk(backend: backend, progress: nil)
-                            walk.stopsWhenCancelled = false
-                            walk.recordsMissing = true
+                            walk = .sweepMarking(backend)
                         }
                         // Often at first, when most exchanges end; then once a second.
                         try? await Task.sleep(for: ContinuousClock.now - waitStarted < .seconds(10) ? .milliseconds(250) : .seconds(1))

@@ -87,7 +87,7 @@ struct IntegrityWalk: Sendable {
     private var historyReader: HistoryReader
     /// Whether a cancelled task stops the walk (at its next read). A collection that has
     /// removed objects turns it off for its last marking, which must run all the same.
-    var stopsWhenCancelled = true
+    private(set) var stopsWhenCancelled = true
     /// Whether every record is decoded, as reads decode it (verification). A collection, which
     /// needs only what objects name, and records name no objects, leaves them be.
     var decodesRecords = false
@@ -100,9 +100,24 @@ struct IntegrityWalk: Sendable {
 
     var seconds: Double { started.secondsUntilNow }
 
+    /// Sets the walk up for a collection that removes objects: every marking runs to its end
+    /// (one cut short would leave objects counted as reached whose links were never followed;
+    /// the sweep stops between batches instead), and what is missing is recorded in full.
+    mutating func marksForSweep() {
+        stopsWhenCancelled = false
+        recordsMissing = true
+    }
+
+    /// A fresh walk set up by ``marksForSweep()``.
+    static func sweepMarking(_ backend: any Backend) -> IntegrityWalk {
+        var walk = IntegrityWalk(backend: backend, progress: nil)
+        walk.marksForSweep()
+        return walk
+    }
+
     /// Whether objects found missing are recorded in full (``takeMissing()``), beyond the
     /// ``Store/verifyDamageLimit`` a report lists: a collection writes back all it needs.
-    var recordsMissing = false
+    private(set) var recordsMissing = false
     private var missing = [Hash]()
 
     /// The objects found missing since the last call (with ``recordsMissing``).
@@ -187,8 +202,7 @@ struct IntegrityWalk: Sendable {
     /// Walks from the refs, reading only objects not reached before, so running it again after
     /// the refs moved reads only what is new. With `countingUnreachable`, then lists the store.
     mutating func run(countingUnreachable: Bool = true) async throws {
-        // An exchange's claim on the store names no object.
-        let refs = try await backend.refs().filter { !TransferReservation.isClaim($0.key) }
+        let refs = try await backend.refsBesidesClaims()
         var heads = [Hash]()
         var preloaded = [Hash: [UInt8]]()
         for (name, hash) in refs.sorted(by: { $0.key < $1.key }) {

@@ -165,7 +165,8 @@ struct MergeState {
     /// Where both sides moved the child to different records and
     /// ``releaseContestedChildren(preferring:)`` could not settle it, the record that `side`'s
     /// version holds it in keeps it (ours or theirs, as the strategy takes), else the record
-    /// whose key sorts last. Depends on the three versions alone, so both directions of a merge agree.
+    /// whose key sorts last. Depends on the three versions alone, so both directions of a merge
+    /// agree.
     /// Returns whether a record let a child go.
     ///
     /// - Complexity: O(m) for `m` merged records.
@@ -236,9 +237,9 @@ struct MergeState {
         // first one met, the same in every run.
         for child in inOurs.keys.sorted() {
             let oursPlaces = inOurs[child] ?? []
-            let baseplaces = inBase[child] ?? [], theirsPlaces = inTheirs[child] ?? []
+            let basePlaces = inBase[child] ?? [], theirsPlaces = inTheirs[child] ?? []
             // A side that left the child where it was at the ancestor lets the other's move stand.
-            guard oursPlaces != baseplaces, !theirsPlaces.isEmpty, theirsPlaces != baseplaces, oursPlaces != theirsPlaces else { continue }
+            guard oursPlaces != basePlaces, !theirsPlaces.isEmpty, theirsPlaces != basePlaces, oursPlaces != theirsPlaces else { continue }
             contested[child] = (oursPlaces, theirsPlaces)
             for place in oursPlaces.symmetricDifference(theirsPlaces) { disputed[place.record, default: []].insert(place.property) }
         }
@@ -257,9 +258,10 @@ struct MergeState {
     /// Settles the children ``findContestedChildren(store:)`` found: each stays where `side`'s
     /// version put it (with most-recent, `nil`, the side that put it in the place that sorts
     /// last, by record key then property name), and every other property of a merged record
-    /// lets it go from its arrays, with the entry that wraps it if it is that entry's only child. Left to ``releaseSharedChildren(preferring:)`` where no
-    /// merged record holds it in a place kept (a record the merge deleted). Depends on the three
-    /// versions alone, so both directions of a merge agree. Returns whether a record let a child go.
+    /// lets it go from its arrays, with the entry that wraps it if it is that entry's only child.
+    /// Left to ``releaseSharedChildren(preferring:)`` where no merged record holds it in a place
+    /// kept (a record the merge deleted). Depends on the three versions alone, so both directions
+    /// of a merge agree. Returns whether a record let a child go.
     ///
     /// - Complexity: O(m) for `m` merged records, when children are contested.
     private mutating func releaseContestedChildren(preferring side: RecordMerge.Side?) -> Bool {
