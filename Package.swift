@@ -50,7 +50,7 @@ let package = Package(
         .executableTarget(name: "arbor", dependencies: ["ArborCLI"], path: "Sources/arbor"),
         // Drives commits from child processes in the multi-process and crash tests, and holds
         // LMDB reader slots for the reader-table test.
-        .executableTarget(name: "arbor-worker", dependencies: ["ArborCLI", "Arbor", "CLMDB"], path: "Sources/ArborWorker"),
+        .executableTarget(name: "arbor-worker", dependencies: ["ArborCLI", "Arbor", "ArborLMDB", "CLMDB"], path: "Sources/ArborWorker"),
         .testTarget(
             name: "ArborTests", dependencies: ["Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres", "ArborCLI"],
             path: "Tests/ArborTests"),

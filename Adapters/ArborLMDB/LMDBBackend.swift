@@ -32,10 +32,13 @@ public final class LMDBBackend: Backend, InPlaceReading {
         /// (`MDB_NOSYNC`): still safe against a crash of the process; after a power loss or a
         /// crash of the system, the last commits may be lost, and unless the file system keeps
         /// the order of writes (LMDB's documentation says so), the store may be damaged.
+        /// Backends of one process share the environment of a folder, opened as the first asked;
+        /// a backend that asks for flushes gets them on one opened without (`mdb_env_sync`).
         public var synchronous: Bool
         /// The size of the memory map when the environment is opened, in bytes. It grows as needed.
         public var initialMapSize: Int
-        /// The largest the map may grow to, in bytes.
+        /// The largest the map may grow to, in bytes. Where another backend of this process has
+        /// the folder open, its environment's maximum holds.
         public var maximumMapSize: Int
 
         public init(path: String, synchronous: Bool = true, initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40) {
@@ -129,10 +132,9 @@ public final class LMDBBackend: Backend, InPlaceReading {
                 environments[folder] = (environment, 1)
                 return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
             } catch let error as ArborError {
+                // Unless a racing creator (another process) has the environment open: its files.
                 if error.code != .alreadyExists && !adopted {
-                    LMDBEnvironment.removeFile(path + "/data.mdb")
-                    LMDBEnvironment.removeFile(path + "/lock.mdb")
-                    if madeFolder { LMDBEnvironment.removeFolder(path) }
+                    LMDBEnvironment.removeUnused(["data.mdb", "lock.mdb"], in: path, folder: madeFolder)
                 }
                 throw error
             }
@@ -174,8 +176,6 @@ public final class LMDBBackend: Backend, InPlaceReading {
                 environments[folder] = (environment, users + 1)
                 return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
             }
-            let lockFile = path + "/lock.mdb"
-            let hadLockFile = LMDBEnvironment.fileExists(lockFile)
             do {
                 let environment = try LMDBEnvironment.open(
                     path: path, create: false, mapSize: configuration.initialMapSize,
@@ -194,8 +194,6 @@ public final class LMDBBackend: Backend, InPlaceReading {
                 environments[folder] = (environment, 1)
                 return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
             } catch var error as ArborError {
-                // Do not leave a lock file in a folder that turned out not to be ours.
-                if !hadLockFile { LMDBEnvironment.removeFile(lockFile) }
                 if error.code == .unsupportedFormat && !error.message.contains(path) {
                     error.message = "\(path) is not an Arbor LMDB store: \(error.message)"
                 }
@@ -331,7 +329,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         // In key order, each insertion lands next to the previous one in the B+tree.
         let sorted = objects.sorted { $0.hash < $1.hash }
         let database = environment.objects
-        try await environment.writeOffPool("put") { txn in
+        try await environment.writeOffPool("put", flushing: configuration.synchronous) { txn in
             for object in sorted {
                 try txn.put(database, LMDBBackend.key(object.hash), object.bytes, overwrite: false)
             }
@@ -385,7 +383,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
     public func delete(_ hashes: [Hash]) async throws {
         try checkOpen("delete")
         let objects = environment.objects
-        try await environment.writeOffPool("delete") { txn in
+        try await environment.writeOffPool("delete", flushing: configuration.synchronous) { txn in
             for hash in hashes { try txn.delete(objects, LMDBBackend.key(hash)) }
         }
     }
@@ -416,7 +414,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         try checkOpen("compareAndSwap")
         let refs = environment.refs
         let key = Array(name.utf8)
-        return try await environment.writeOffPool("compareAndSwap") { txn in
+        return try await environment.writeOffPool("compareAndSwap", flushing: configuration.synchronous) { txn in
             let current = try txn.get(refs, key).map { try self.hash($0, "ref \(String(reflecting: name))", "compareAndSwap") }
             guard current == expected else { return false }
             if let new {

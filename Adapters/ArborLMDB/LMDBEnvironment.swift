@@ -50,6 +50,12 @@ struct LMDBFailure: Error {
     }
 }
 
+/// `open(2)`, by a name that the static `open` of ``LMDBEnvironment`` does not hide.
+private func openFile(_ path: String, _ flags: Int32) -> Int32 { open(path, flags) }
+
+/// `close(2)`, likewise.
+private func closeFile(_ descriptor: Int32) { close(descriptor) }
+
 @inline(__always)
 private func check(_ call: String, _ code: Int32) throws(LMDBFailure) {
     if code != 0 { throw LMDBFailure(call: call, code: code) }
@@ -119,15 +125,22 @@ final class LMDBEnvironment: @unchecked Sendable {
     private var mapped: MappedFile?
     /// LMDB's page size for this environment.
     private var pageSize = 4096
+    /// Why `env` was closed under the backends still using it: a remap that failed half-way
+    /// (``remap(to:_:)``). Set under `lock`'s exclusive side.
+    private var unusable: ArborError?
 
     /// Opened on a read-only file system (`MDB_RDONLY | MDB_NOLOCK`): every write throws.
     let isReadOnly: Bool
+    /// Whether commits flush (opened without `MDB_NOSYNC`): set by the backend that opened the
+    /// environment, which the later ones of this process share.
+    let isSynchronous: Bool
 
-    private init(path: String, env: OpaquePointer, maximumMapSize: Int, readOnly: Bool) {
+    private init(path: String, env: OpaquePointer, maximumMapSize: Int, readOnly: Bool, synchronous: Bool) {
         self.path = path
         self.env = env
         self.maximumMapSize = maximumMapSize
         self.isReadOnly = readOnly
+        self.isSynchronous = synchronous
     }
 
     deinit { if let env { mdb_env_close(env) } }
@@ -234,8 +247,35 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-    static func removeFile(_ path: String) { unlink(path) }
     static func removeFolder(_ path: String) { rmdir(path) }
+
+    /// Removes `names` from the folder `path` (and with `folder`, the folder, if that leaves it
+    /// empty), unless a process has the environment there open; whether they were removed.
+    ///
+    /// An open environment holds a shared lock on the first byte of `lock.mdb`, so an exclusive
+    /// one is had only while none is open; it is held while the files go. Removing a lock file
+    /// that another process uses would let the next one make a second, and two lock tables let
+    /// two writers into one B-tree at once. This process must have no environment open there
+    /// either: closing the descriptor drops every lock the process holds on the file.
+    @discardableResult
+    static func removeUnused(_ names: [String], in path: String, folder: Bool = false) -> Bool {
+        let descriptor = openFile(path + "/lock.mdb", O_RDWR | O_CLOEXEC)
+        if descriptor >= 0 {
+            var lock = flock()
+            lock.l_type = Int16(F_WRLCK)
+            lock.l_whence = Int16(SEEK_SET)
+            lock.l_start = 0
+            lock.l_len = 1
+            defer { closeFile(descriptor) }
+            guard fcntl(descriptor, F_SETLK, &lock) == 0 else { return false }
+            for name in names { unlink(path + "/" + name) }
+        } else {
+            guard errno == ENOENT else { return false }
+            for name in names where name != "lock.mdb" { unlink(path + "/" + name) }
+        }
+        if folder { rmdir(path) }
+        return true
+    }
 
     // MARK: Opening and closing
 
@@ -259,20 +299,26 @@ final class LMDBEnvironment: @unchecked Sendable {
         guard let handle else {
             throw ArborError(.engine, "mdb_env_create returned no environment", backend: "lmdb")
         }
+        let hadLockFile = fileExists(path + "/lock.mdb")
+        var removesLockFile = false
         do {
             try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(handle, 8))
             try check("mdb_env_set_mapsize", mdb_env_set_mapsize(handle, roundedToPages(mapSize)))
             let flags = UInt32(MDB_NOTLS) | (synchronous ? 0 : UInt32(MDB_NOSYNC)) | (readOnly ? UInt32(MDB_RDONLY | MDB_NOLOCK) : 0)
             if !readOnly { try reserveLockFile(in: path) }
-            try check("mdb_env_open", mdb_env_open(handle, path, flags, 0o600))
+            let opened = mdb_env_open(handle, path, flags, 0o600)
+            // Not a data file any LMDB can open, so nobody uses the lock file this made there.
+            removesLockFile = !create && !hadLockFile && (opened == MDB_INVALID || opened == MDB_VERSION_MISMATCH)
+            try check("mdb_env_open", opened)
             // Free the reader slots of processes that died inside a read transaction.
             var dead: Int32 = 0
             try check("mdb_reader_check", mdb_reader_check(handle, &dead))
         } catch {
             mdb_env_close(handle)
+            if removesLockFile { removeUnused(["lock.mdb"], in: path) }
             throw error.arborError(path: path)
         }
-        let environment = LMDBEnvironment(path: path, env: handle, maximumMapSize: maximumMapSize, readOnly: readOnly)
+        let environment = LMDBEnvironment(path: path, env: handle, maximumMapSize: maximumMapSize, readOnly: readOnly, synchronous: synchronous)
         // On failure from here on, `environment`'s deinit closes the handle.
         environment.locateMap()
         try environment.checkDataFileLength()
@@ -323,7 +369,9 @@ final class LMDBEnvironment: @unchecked Sendable {
         mdb_env_stat(env, &statistics)
         pageSize = Int(statistics.ms_psize)
         let file = path + "/data.mdb"
-        guard let length = Self.fileLength(file), let meta = LMDBMeta.newest(in: file, pageSize: pageSize) else { return }
+        // The meta page before the length: a writer of another process writes its pages before
+        // the meta page that counts them, so a length read afterwards covers what it counts.
+        guard let meta = LMDBMeta.newest(in: file, pageSize: pageSize), let length = Self.fileLength(file) else { return }
         let wholePages = length / pageSize
         guard wholePages <= meta.lastPage else { return }
         let cutShort = { (page: Int) in
@@ -428,7 +476,11 @@ final class LMDBEnvironment: @unchecked Sendable {
     }
 
     private func closedError(_ operation: String) -> ArborError {
-        ArborError(.closed, "the store is closed", backend: "lmdb", operation: operation)
+        if var unusable {
+            unusable.operation = operation
+            return unusable
+        }
+        return ArborError(.closed, "the store is closed", backend: "lmdb", operation: operation)
     }
 
     private func locate(_ error: any Error, _ operation: String) -> any Error {
@@ -457,10 +509,12 @@ final class LMDBEnvironment: @unchecked Sendable {
                     if code == MDB_MAP_RESIZED { return .resized }
                     // Slots left by processes that died reading are freed only by a check, which
                     // opening does; a long-lived process would otherwise fail every read.
+                    // Retried even if this check freed none: another thread's (or process's) may just
+                    // have freed the slots this attempt found taken.
                     if code == MDB_READERS_FULL && !freedReaders {
                         freedReaders = true
                         var dead: Int32 = 0
-                        if mdb_reader_check(env, &dead) == 0 && dead > 0 { return .readersFreed }
+                        if mdb_reader_check(env, &dead) == 0 { return .readersFreed }
                     }
                     try check("mdb_txn_begin", code)
                     guard let txn else { throw LMDBFailure(call: "mdb_txn_begin", code: EINVAL) }
@@ -483,11 +537,32 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// meanwhile: a writer may wait for another process's write transaction and ends with an
     /// fsync, and neither should hold one of the Swift concurrency pool's few threads. The queue
     /// also lets this process's writers take turns in the order they came.
-    func writeOffPool<R: Sendable>(_ operation: String, _ body: @escaping @Sendable (LMDBTransaction) throws -> R) async throws -> R {
+    ///
+    /// With `flushing`, the commit is on disk when this returns even if the environment was
+    /// opened without flushes (`MDB_NOSYNC`, by an earlier backend of this process).
+    func writeOffPool<R: Sendable>(
+        _ operation: String, flushing: Bool, _ body: @escaping @Sendable (LMDBTransaction) throws -> R
+    ) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
             writeQueue.async {
-                continuation.resume(with: Result { try self.write(operation, body) })
+                continuation.resume(with: Result {
+                    let value = try self.write(operation, body)
+                    if flushing && !self.isSynchronous { try self.flush(operation) }
+                    return value
+                })
             }
+        }
+    }
+
+    /// Flushes what this environment committed to disk (`mdb_env_sync`, forced).
+    private func flush(_ operation: String) throws {
+        do {
+            try lock.withShared {
+                guard let env else { throw closedError(operation) }
+                try check("mdb_env_sync", mdb_env_sync(env, 1))
+            }
+        } catch {
+            throw locate(error, operation)
         }
     }
 
@@ -561,12 +636,14 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-        /// Another process grew the map: take over its size (`mdb_env_set_mapsize(env, 0)`).
+    /// Another process grew the map: take over its size (`mdb_env_set_mapsize(env, 0)`, which
+    /// maps the size the newest meta page records).
     private func adoptMapSize(_ operation: String) throws {
         try lock.withExclusive {
-            guard let env else { throw closedError(operation) }
-            try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, 0))
-            locateMap()
+            guard env != nil else { throw closedError(operation) }
+            // LMDB picks the size from the map it has; read here, it is only for the probe.
+            let recorded = LMDBMeta.newest(in: path + "/data.mdb", pageSize: pageSize)?.mapSize ?? 0
+            try remap(to: 0, probing: recorded, operation)
         }
     }
 
@@ -581,9 +658,46 @@ final class LMDBEnvironment: @unchecked Sendable {
                 throw ArborError(.io, "the LMDB map of \(path) is full at its maximum size of \(maximumMapSize) bytes; open it with a larger LMDBBackend.Configuration.maximumMapSize", backend: "lmdb", operation: operation)
             }
             let grown = min(max(size * 2, 1 << 20), maximumMapSize)
-            try check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, grown))
-            locateMap()
+            try remap(to: grown, probing: grown, operation)
         }
+    }
+
+    /// Maps `data.mdb` at `size` bytes (`0`: the size its newest meta page records), once a map
+    /// of `probeSize` bytes was had (`0`: not tried). Called under `lock`'s exclusive side.
+    ///
+    /// LMDB 0.9 unmaps the old map before it maps the new one, and if that `mmap` fails (an
+    /// address-space limit, `RLIMIT_AS`) it keeps pointers into the unmapped memory, so the
+    /// environment's next transaction would crash the process. So a map of the new size is
+    /// tried first and given back: if the process cannot have it, the growth fails and the
+    /// environment keeps its map. If LMDB's remap fails all the same (the old map's room was
+    /// counted), the environment is closed and every later call fails with that cause.
+    private func remap(to size: Int, probing probeSize: Int, _ operation: String) throws {
+        guard let env else { throw closedError(operation) }
+        var descriptor: mdb_filehandle_t = -1
+        if probeSize > 0, mdb_env_get_fd(env, &descriptor) == 0 {
+            let probe = mmap(nil, probeSize, PROT_READ, MAP_SHARED, descriptor, 0)
+            guard probe != MAP_FAILED else {
+                let code = errno
+                throw ArborError(
+                    .io, "the LMDB map of \(path) cannot grow to \(probeSize) bytes: this process cannot map that much memory (\(String(cString: strerror(code)))); the store is unchanged, and it can be written again once the process has the room (see ulimit -v)",
+                    backend: "lmdb", operation: operation)
+            }
+            munmap(probe, probeSize)
+        }
+        let code = mdb_env_set_mapsize(env, size)
+        guard code == 0 else {
+            if code == EINVAL { throw LMDBFailure(call: "mdb_env_set_mapsize", code: code) }
+            // The old map is gone and LMDB holds pointers into it: no call may use `env` again.
+            mdb_env_close(env)
+            self.env = nil
+            mapped = nil
+            let failure = ArborError(
+                .io, "the LMDB map of \(path) could not be remapped at \(size == 0 ? probeSize : size) bytes: \(String(cString: mdb_strerror(code))) (code \(code)); the store is unchanged on disk, but this process must open it again",
+                backend: "lmdb", operation: operation)
+            unusable = failure
+            throw failure
+        }
+        locateMap()
     }
 }
 
@@ -827,6 +941,8 @@ struct LMDBMeta {
     let freeRoot: Int?
     let freeDepth: Int
     let mainRoot: Int?
+    /// The map size the last writer recorded (`mm_mapsize`), in bytes.
+    let mapSize: Int
 
     private static let magic: UInt32 = 0xBEEF_C0DE
 
@@ -866,7 +982,9 @@ struct LMDBMeta {
                 let value = u64(24 + database * 48 + 40)
                 return value == UInt64.max ? nil : Int(truncatingIfNeeded: value)
             }
-            let meta = LMDBMeta(lastPage: Int(truncatingIfNeeded: u64(120)), freeRoot: root(0), freeDepth: Int(u16(24 + 6)), mainRoot: root(1))
+            let meta = LMDBMeta(
+                lastPage: Int(truncatingIfNeeded: u64(120)), freeRoot: root(0), freeDepth: Int(u16(24 + 6)), mainRoot: root(1),
+                mapSize: Int(truncatingIfNeeded: u64(16)))
             let txnid = u64(128)
             if newest == nil || txnid > newest!.txnid { newest = (txnid, meta) }
         }

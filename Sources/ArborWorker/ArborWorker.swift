@@ -1,5 +1,6 @@
 import Arbor
 import ArborCLI
+import ArborLMDB
 import CLMDB
 import Foundation
 
@@ -17,11 +18,20 @@ import Foundation
 /// opens the LMDB environment in FOLDER with raw LMDB calls, begins read transactions until its
 /// reader table is full, prints how many it holds, and dies by SIGKILL holding them: a reader
 /// process killed mid-read, whose slots only a reader check frees.
+///
+///     arbor-worker grow-lmdb-under-limit FOLDER
+///
+/// (Linux) creates an LMDB store in FOLDER with a 16 MiB map, limits its own address space
+/// (`RLIMIT_AS`) to 200 MiB more than it uses, and puts 1 MiB objects until a put fails, as it
+/// must once the map cannot grow; then reads the store. Prints `ok: MESSAGE` (the put's error)
+/// and exits 0 if the reads work after the failed put; a map that LMDB could not remap used to
+/// kill the process on its next call instead.
 @main
 struct ArborWorker {
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.count == 2, arguments[0] == "hold-lmdb-readers" { holdReaders(arguments[1]) }
+        if arguments.count == 2, arguments[0] == "grow-lmdb-under-limit" { await growUnderLimit(arguments[1]) }
         guard arguments.count == 4, arguments[0] == "commit", let count = Int(arguments[2]), count >= 0 else {
             FileHandle.standardError.write(Data("usage: arbor-worker commit URL COUNT REPLICA\n".utf8))
             exit(2)
@@ -58,6 +68,49 @@ struct ArborWorker {
         FileHandle.standardOutput.write(Data("\(held)\n".utf8))
         kill(getpid(), SIGKILL)
         fail("still alive after SIGKILL")
+    }
+
+    private static func growUnderLimit(_ folder: String) async -> Never {
+        #if os(Linux)
+        do {
+            let backend = try LMDBBackend.create(.init(path: folder, synchronous: false, initialMapSize: 16 << 20))
+            func object(_ index: Int) -> (hash: Hash, bytes: [UInt8]) {
+                let bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 1 << 20) + withUnsafeBytes(of: index) { Array($0) }
+                return (Hash.of(bytes), bytes)
+            }
+            // Once before the limit, so that the threads and buffers a put needs exist.
+            try await backend.put([object(0)])
+            _ = try await backend.get([object(0).hash])
+            guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+                  let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmSize:") }),
+                  let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+            else { fail("cannot read VmSize") }
+            var limit = rlimit()
+            getrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &limit)
+            limit.rlim_cur = rlim_t(kilobytes << 10 + 200 << 20)
+            guard setrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &limit) == 0 else { fail("setrlimit failed") }
+            var failure: ArborError?
+            for index in 1..<2_000 {
+                do {
+                    try await backend.put([object(index)])
+                } catch let error as ArborError {
+                    failure = error
+                    break
+                }
+            }
+            guard let failure else { fail("every put landed: the map never stopped growing") }
+            // The calls that crashed when the environment had lost its map.
+            let fetched = try await backend.get([object(0).hash])
+            _ = try await backend.refs()
+            guard fetched[object(0).hash] == object(0).bytes else { fail("the first object did not read back") }
+            print("ok: \(failure.message)")
+            exit(0)
+        } catch {
+            fail("\(error)")
+        }
+        #else
+        fail("grow-lmdb-under-limit runs on Linux only")
+        #endif
     }
 
     private static func fail(_ message: String) -> Never {

@@ -4,6 +4,12 @@ import ArborLMDB
 import Foundation
 import Testing
 
+#if os(Linux)
+private let isLinux = true
+#else
+private let isLinux = false
+#endif
+
 /// Several processes committing to one store on each file-based engine at once: every
 /// acknowledged commit stays reachable, and the heads ref stays readable.
 @Suite struct EngineConcurrencyTests {
@@ -70,6 +76,18 @@ import Testing
             try await backend.put([(Hash.of(last), last)])
             #expect(try await backend.get([Hash.of(last)]) == [Hash.of(last): last])
             try await backend.close()
+        }
+    }
+
+    /// LMDB 0.9 unmaps the old map before mapping the grown one and, if that fails, keeps
+    /// pointers into the memory it gave back: the next call crashed the process. In a process
+    /// whose address space is limited, a put that needs more map than it can have now fails
+    /// with an error, and the store reads on.
+    @Test(.enabled(if: isLinux)) func aMapThatCannotGrowFailsThePutNotTheProcess() async throws {
+        try await EngineConcurrencyTests.withStore(.lmdb) { url in
+            let output = try await ChildProcess.run("arbor-worker", ["grow-lmdb-under-limit", String(url.dropFirst("lmdb:".count))])
+            #expect(output.hasPrefix("ok: the LMDB map of"), "\(output)")
+            #expect(output.contains("cannot grow to") || output.contains("could not be remapped"), "\(output)")
         }
     }
 
