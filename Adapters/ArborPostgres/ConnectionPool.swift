@@ -125,8 +125,8 @@ final class ConnectionPool: Sendable {
     /// Runs `body` with a connected connection, on that connection's queue.
     ///
     /// `rerunsOnALostConnection`: `body` only reads, and is run once more on a new connection
-    /// when the connection it ran on turns out lost (after a server restart every pooled
-    /// connection is, and each would otherwise fail one call).
+    /// when the connection it ran on turns out lost (a connection the server ended while it sat
+    /// idle is found before the call; one lost during it fails a write, which says so).
     func withConnection<R: Sendable>(_ operation: String, rerunsOnALostConnection: Bool = false, _ body: @escaping @Sendable (PGConnection) throws -> R) async throws -> R {
         let slot = try await acquire(operation)
         defer { release(slot) }
@@ -145,6 +145,9 @@ final class ConnectionPool: Sendable {
                         while true {
                             var connected = false
                             do {
+                                // A connection the server ended while it sat in the pool is
+                                // replaced before the call, which then needs no rerun.
+                                slot.connection?.takeInIdleInput()
                                 if slot.connection?.isBroken ?? true {
                                     slot.connection = nil
                                     slot.connection = try PGConnection(target, operation: operation)

@@ -183,6 +183,16 @@ struct ConnectionTarget: Sendable {
         guard let start = url.range(of: "://")?.upperBound else { return false }
         return url[start...].prefix { $0 != "/" }.filter { $0 == "@" }.count > 1
     }
+
+    /// Whether the first `@` before the URL's path comes after a `?`: an `@` of a query
+    /// parameter (`postgres://host?password=a@b`) that libpq, which ends the user info there,
+    /// would read as the end of a user name, taking what follows for the host.
+    var hasAtSignAfterQueryBeforePath: Bool {
+        guard let start = url.utf8.firstRange(of: "://".utf8)?.upperBound else { return false }
+        let beforePath = url.utf8[start...].prefix { $0 != UInt8(ascii: "/") }
+        guard let at = beforePath.firstIndex(of: UInt8(ascii: "@")), let query = beforePath.firstIndex(of: UInt8(ascii: "?")) else { return false }
+        return query < at
+    }
 }
 
 extension ConnectionTarget: CustomReflectable {
@@ -331,6 +341,12 @@ final class PGConnection {
                 .invalidInput, "the PostgreSQL URL has more than one '@' before its host: write an '@' in the user name or password as %40",
                 backend: Self.engine, operation: operation)
         }
+        guard !target.hasAtSignAfterQueryBeforePath else {
+            // libpq would take the query up to the '@' for a user name and the rest for the host.
+            throw ArborError(
+                .invalidInput, "the PostgreSQL URL has an '@' in its query parameters and no '/' before them: write the '@' as %40 (or name the database: postgres://host/db?…)",
+                backend: Self.engine, operation: operation)
+        }
         self.target = target
         // TCP keepalives and a user timeout (unless the URL sets its own): a connection whose
         // peer vanished, or that a firewall dropped in silence, fails in about two minutes,
@@ -346,7 +362,17 @@ final class PGConnection {
         }
         handle = connection
         // Server notices (NOTICE, WARNING) are not errors; libpq would print them on stderr.
-        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        // libpq hands an error that comes while no call runs to this receiver too: the server's
+        // word that it ends the session, which the receiver keeps.
+        PQsetNoticeReceiver(handle, { argument, result in
+            guard let argument, let result else { return }
+            let field = PQresultErrorField(result, Int32(UInt8(ascii: "V"))) ?? PQresultErrorField(result, Int32(UInt8(ascii: "S")))
+            guard let field else { return }
+            let severity = String(cString: field)
+            if severity == "FATAL" || severity == "PANIC" {
+                Unmanaged<SessionEnd>.fromOpaque(argument).takeUnretainedValue().isEnded = true
+            }
+        }, Unmanaged.passUnretained(sessionEnd).toOpaque())
         guard PQConnectionStatus(PQstatus(handle)) == .ok else {
             let message = target.scrub(Self.trimmed(String(cString: PQerrorMessage(handle))))
             throw Self.connectError(message, target: target, operation: operation)
@@ -362,7 +388,31 @@ final class PGConnection {
     func canceller() -> PGCanceller? { PQgetCancel(handle).map(PGCanceller.init) }
 
     /// Whether the connection is lost (the server went away, or the backend was terminated).
-    var isBroken: Bool { PQConnectionStatus(PQstatus(handle)) != .ok }
+    var isBroken: Bool { PQConnectionStatus(PQstatus(handle)) != .ok || sessionEnd.isEnded }
+
+    /// Whether the server said, between calls, that it ends the session (set by the notice
+    /// receiver; owned by the connection, so it outlives every call libpq makes to it).
+    private final class SessionEnd {
+        var isEnded = false
+    }
+    private let sessionEnd = SessionEnd()
+
+    /// Reads, without waiting, what the server sent while the connection sat idle. A server that
+    /// ended the session (`idle_session_timeout`, `pg_terminate_backend`, a restart, a proxy's
+    /// idle limit) has sent its error and closed the socket, but libpq notices only when it next
+    /// reads: until then ``isBroken`` says the connection is fine, and the next call fails.
+    /// Afterwards ``isBroken`` tells. Anything else waiting (a parameter the server reports) is
+    /// taken in as libpq takes it.
+    func takeInIdleInput() {
+        // The end of a session comes as an error message (FATAL), then the end of the stream,
+        // which may come a little later; libpq marks the connection bad only once it reads the
+        // latter, but passes the former to the notice receiver when it parses it (PQisBusy).
+        let socket = PQsocket(handle)
+        guard socket >= 0, !isBroken else { return }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, 0) > 0 else { return }
+        if PQconsumeInput(handle) == 1 { _ = PQisBusy(handle) }
+    }
 
     /// Whether the connection can serve the next call: connected, and outside any transaction
     /// (one a failed ROLLBACK left open would fail every later call on it).
@@ -374,16 +424,25 @@ final class PGConnection {
     /// The server's version as a number (150018 for 15.18).
     var serverVersion: Int { Int(PQserverVersion(handle)) }
 
-    private static func connectError(_ message: String, target: ConnectionTarget, operation: String) -> ArborError {
+    /// A failed connection's error, classified by the server's message (libpq gives no
+    /// SQLSTATE for it). The message also names the host, so only the server's own phrases
+    /// count: a host called `database-1…` whose server says a role does not exist is no missing
+    /// database.
+    static func connectError(_ message: String, target: ConnectionTarget, operation: String) -> ArborError {
         let lower = message.lowercased()
+        // `FATAL:  role "bob" does not exist`, `FATAL:  database "x" does not exist`.
+        func says(_ subject: String) -> Bool {
+            guard let start = lower.range(of: subject + " \"") else { return false }
+            return lower[start.upperBound...].contains("\" does not exist")
+        }
         let place = "the PostgreSQL server at \(target.redacted)"
         if lower.contains("password authentication failed") || lower.contains("authentication failed")
             || lower.contains("no pg_hba.conf entry") || lower.contains("password is required")
-            || lower.contains("permission denied")
+            || lower.contains("permission denied") || says("role")
         {
             return ArborError(.permissionDenied, "\(place) refused the login (SQLSTATE 28P01 or 28000): \(message)", backend: engine, operation: operation)
         }
-        if lower.contains("database") && lower.contains("does not exist") {
+        if says("database") {
             return ArborError(.notFound, "\(place): the database does not exist (SQLSTATE 3D000); create it first (createdb), then run arbor init: \(message)", backend: engine, operation: operation)
         }
         return ArborError(.connection, "cannot connect to \(place): \(message)", backend: engine, operation: operation)

@@ -52,9 +52,11 @@ public final class PostgresBackend: Backend {
     static let formatVersion = "1"
     static let engine = "postgres"
 
-    /// The largest object stored: PostgreSQL's 1 GB limit on one value, less room for the
-    /// `bytea[]` parameter's header (an object this large goes in a statement of its own).
-    static let largestObject = (1 << 30) - (1 << 20)
+    /// The largest object stored: PostgreSQL's 1 GB limit on one allocation, less what lz4's
+    /// compression of a value asks beyond its size (`n/255 + 24` bytes: the objects table
+    /// compresses with lz4 where the server has it) and room for the `bytea[]` parameter's
+    /// header (an object this large goes in a statement of its own).
+    static let largestObject = (1 << 30) / 256 * 255 - (1 << 20)
     /// Objects per statement: keeps each `bytea[]` parameter well below PostgreSQL's 1 GB limit.
     static let objectsPerStatement = 10_000
     /// Bytes per statement (an object larger than this goes alone). The parameter and libpq's
@@ -542,7 +544,13 @@ enum Schema {
     }
 
     static func marker(on connection: PGConnection, operation: String) throws -> (format: String?, version: String?) {
-        let rows = try connection.execute("SELECT key, value FROM arbor_meta WHERE key IN ('format', 'version')", operation: operation)
+        // Another program's arbor_meta, without these columns, is no marker (rather than a
+        // failed query): open says the database is not a store, create that it is taken.
+        let columns = try connection.execute(
+            "SELECT count(*)::int8 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'arbor_meta' AND column_name IN ('key', 'value')",
+            operation: operation)
+        guard columns.int64(0, 0) == 2 else { return (nil, nil) }
+        let rows = try connection.execute("SELECT key::text, value::text FROM arbor_meta WHERE key::text IN ('format', 'version')", operation: operation)
         var format: String?, version: String?
         for row in 0..<rows.rowCount {
             switch rows.text(row, 0) {

@@ -42,7 +42,11 @@ public enum URLSecrets {
                 let parts = parameter.split(separator: UInt8(ascii: "="), maxSplits: 1)
                 guard parts.count == 2 else { continue }
                 let name = String(decoding: parts[0], as: UTF8.self)
-                if secretParameters.contains((name.removingPercentEncoding ?? name).lowercased()) { found.append(parts[1]) }
+                guard secretParameters.contains((name.removingPercentEncoding ?? name).lowercased()) else { continue }
+                found.append(parts[1])
+                // As for the user info's password: pieces libpq may read as hosts or a database.
+                let delimiters = Set("@:/,?#".utf8)
+                found += parts[1].split(whereSeparator: delimiters.contains).filter { $0.count >= 4 && $0.count < parts[1].count }
             }
         }
         // Sets of bytes, not of strings: two spellings Swift treats as equal are both secrets.

@@ -1,5 +1,5 @@
 import Arbor
-import ArborPostgres
+@testable import ArborPostgres
 import Foundation
 import Synchronization
 import Testing
@@ -56,13 +56,32 @@ import Testing
         }
         // An '@' in the password, not written as %40: libpq would take what follows it for the
         // host and repeat it. Refused, unrepeated.
-        for url in ["postgres://arbor:ab@xyz-part@127.0.0.1:1/arbor", "postgres://arbor:p?q@xyz-part@127.0.0.1:1/arbor"] {
+        // An '@' in a query parameter before any '/': libpq ends the user info there too.
+        for url in [
+            "postgres://arbor:ab@xyz-part@127.0.0.1:1/arbor", "postgres://arbor:p?q@xyz-part@127.0.0.1:1/arbor",
+            "postgres://127.0.0.1:1?password=ab@xyz-part", "postgresql://127.0.0.1:1?user=arbor&password=ab@xyz-part",
+        ] {
             await #expect {
                 _ = try await PostgresBackend.open(.init(url: url, connectTimeout: 1))
             } throws: { error in
                 (error as? ArborError)?.code == .invalidInput && "\(error)".contains("%40") && !"\(error)".contains("xyz-part")
             }
         }
+        // Whatever libpq makes of it, the pieces of a query password are hidden as well.
+        #expect(!URLSecrets.redacting("postgres://h/db?password=ab@xyz-part", in: "could not translate host name \"xyz-part\"").contains("xyz-part"))
+    }
+
+    /// A failed connection is classified by the server's words, not by any two words of a
+    /// message that also names the host.
+    @Test func aMissingRoleOnAHostNamedDatabaseIsNoMissingDatabase() {
+        let target = ConnectionTarget(url: "postgres://bob@database-1.abc.eu-west-1.rds.amazonaws.com/app", connectTimeout: 1)
+        let host = "connection to server at \"database-1.abc.eu-west-1.rds.amazonaws.com\" (10.0.0.1), port 5432 failed"
+        let role = PGConnection.connectError("\(host): FATAL:  role \"bob\" does not exist", target: target, operation: "open")
+        #expect(role.code == .permissionDenied)
+        let database = PGConnection.connectError("\(host): FATAL:  database \"app\" does not exist", target: target, operation: "open")
+        #expect(database.code == .notFound && database.message.contains("createdb"))
+        let refused = PGConnection.connectError("\(host): Connection refused", target: target, operation: "open")
+        #expect(refused.code == .connection)
     }
 
     @Test(.enabled(if: PostgresTestServer.isEnabled)) func wrongPasswordIsPermissionDenied() async throws {
@@ -106,6 +125,11 @@ import Testing
             await #expect { _ = try await PostgresBackend.open(.init(url: url)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
             await #expect { _ = try await PostgresBackend.create(.init(url: url)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
             #expect(try session.execute("SELECT name FROM customers").text(0, 0) == "Ada")
+            // Nor one with other columns: no query error, the same refusals.
+            try session.execute("DROP TABLE arbor_meta")
+            try session.execute("CREATE TABLE arbor_meta (id int PRIMARY KEY, payload jsonb)")
+            await #expect { _ = try await PostgresBackend.open(.init(url: url)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            await #expect { _ = try await PostgresBackend.create(.init(url: url)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
         }
     }
 
@@ -303,10 +327,38 @@ import Testing
             #expect(try await backend.get([object.hash]) == [object.hash: object.bytes])
             try endTheStoresConnection()
             #expect(try await backend.refs()["heads"] == nil)
+            // Writes too: the ended connection is found before the call (it used to fail one put).
             try endTheStoresConnection()
-            await #expect { try await backend.put([(Hash.of([8]), [8])]) } throws: { ($0 as? ArborError)?.code == .connection }
             try await backend.put([(Hash.of([8]), [8])])
             #expect(try await backend.contains([Hash.of([8])]).count == 1)
+            try endTheStoresConnection()
+            #expect(try await backend.compareAndSwap(ref: "heads", expected: nil, new: Hash.of([8])))
+            try endTheStoresConnection()
+            try await backend.delete([Hash.of([8])])
+            #expect(try await backend.contains([Hash.of([8])]).isEmpty)
+            try await backend.close()
+        }
+    }
+
+    /// A server that ends idle sessions (`idle_session_timeout`, as proxies and managed servers
+    /// do) used to fail the first write after each pause (reads ran again on a new connection,
+    /// writes failed): the pooled connection looked sound until a call was sent on it. A
+    /// collection's deletes, or writes of a transfer, after a pause failed that way.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func writesAfterTheServerEndedAnIdleSessionLand() async throws {
+        try await withDatabase { url in
+            let admin = try PostgresSession(url: url)
+            _ = try admin.execute("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET idle_session_timeout = 200', current_database()); END $$")
+            let backend = try await PostgresBackend.create(.init(url: url, maximumConnections: 1))
+            let pause = Duration.milliseconds(600)
+            let object = (hash: Hash.of([9]), bytes: [UInt8]([9]))
+            try await _Concurrency.Task.sleep(for: pause)
+            try await backend.put([object])
+            try await _Concurrency.Task.sleep(for: pause)
+            #expect(try await backend.compareAndSwap(ref: "heads", expected: nil, new: object.hash))
+            try await _Concurrency.Task.sleep(for: pause)
+            try await backend.delete([object.hash])
+            #expect(try await backend.contains([object.hash]).isEmpty)
+            #expect(try await backend.ref("heads") == object.hash)
             try await backend.close()
         }
     }
