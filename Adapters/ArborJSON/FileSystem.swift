@@ -126,13 +126,19 @@ enum FileSystem {
         guard let directory = opendir(path) else { throw error("opendir", path, errno: errno) }
         defer { closedir(directory) }
         var names = [String]()
-        while let entry = readdir(directory) {
+        while true {
+            // readdir returns NULL at the end and on an error alike; only errno tells them apart,
+            // and a listing cut short by an I/O error must not pass for the whole folder.
+            errno = 0
+            guard let entry = readdir(directory) else {
+                if errno != 0 { throw error("readdir", path, errno: errno) }
+                return names
+            }
             let name = withUnsafePointer(to: entry.pointee.d_name) {
                 $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
             }
             if name != "." && name != ".." { names.append(name) }
         }
-        return names
     }
 
     /// An exclusive advisory lock on a file, held across processes until released.
@@ -148,9 +154,23 @@ enum FileSystem {
 
         deinit { close(descriptor) }
 
-        func withLock<R>(_ body: () throws -> R) throws -> R {
-            while flock(descriptor, LOCK_EX) != 0 {
-                if errno != EINTR { throw FileSystem.error("flock", path, errno: errno) }
+        /// Runs `body` holding the lock; throws ``ArborError/Code/io`` if another holder keeps it
+        /// past `timeout` (a process stopped with Ctrl-Z, or stuck flushing to a failing disk,
+        /// would otherwise hold every writer of the store for as long).
+        func withLock<R>(timeout: Duration, _ body: () throws -> R) throws -> R {
+            let deadline = ContinuousClock.now + timeout
+            var pause = 1_000  // microseconds, doubled up to 50 ms
+            while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+                let code = errno
+                if code == EINTR { continue }
+                guard code == EWOULDBLOCK else { throw FileSystem.error("flock", path, errno: code) }
+                guard ContinuousClock.now < deadline else {
+                    throw ArborError(
+                        .io, "another process has held the lock on \(path) for longer than \(timeout) (is it stopped, or stuck writing to a failing disk?); nothing was changed",
+                        backend: "json", operation: "lock")
+                }
+                usleep(useconds_t(pause))
+                pause = min(pause * 2, 50_000)
             }
             defer { flock(descriptor, LOCK_UN) }
             return try body()

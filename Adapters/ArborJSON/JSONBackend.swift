@@ -23,10 +23,14 @@ public final class JSONBackend: Backend {
         /// Flush every file and folder change to disk before reporting it written (default).
         /// Turning it off is faster and still safe against a crash of the process, not of the machine.
         public var synchronous: Bool
+        /// How long a ref swap waits for another process's lock on the refs before it fails
+        /// with ``ArborError/Code/io``, changing nothing.
+        public var lockTimeout: Duration
 
-        public init(path: String, synchronous: Bool = true) {
+        public init(path: String, synchronous: Bool = true, lockTimeout: Duration = .seconds(30)) {
             self.path = path
             self.synchronous = synchronous
+            self.lockTimeout = lockTimeout
         }
     }
 
@@ -102,9 +106,15 @@ public final class JSONBackend: Backend {
         for name in try FileSystem.list(path) where name != ".DS_Store" {
             guard ["objects", "refs", "tmp"].contains(name), FileSystem.isDirectory(path + "/" + name) else { return false }
             let contents = try FileSystem.list(path + "/" + name)
-            guard contents.isEmpty || (name == "tmp" && contents == [markerName]) else { return false }
+            guard contents.isEmpty || (name == "tmp" && contents.allSatisfy(isMarkersTemporaryFile)) else { return false }
         }
         return true
+    }
+
+    /// Whether `name`, in `tmp`, is a temporary file of the marker (`arbor-store.json.N.tmp`,
+    /// or `arbor-store.json` as earlier versions named it).
+    private static func isMarkersTemporaryFile(_ name: String) -> Bool {
+        name == markerName || (name.hasPrefix(markerName + ".") && name.hasSuffix(".tmp"))
     }
 
     /// Makes the store's folders and, last, its marker in the empty folder `path`. On failure
@@ -116,7 +126,9 @@ public final class JSONBackend: Backend {
             for folder in folders { try FileSystem.makeDirectory(folder) }
             let marker = JSONValue.object([("format", .string(formatName)), ("version", .number(String(formatVersion)))])
             // The marker goes last: a folder without it is not yet a store.
-            try FileSystem.writeAtomically(marker.serializedBytes(pretty: true), to: path + "/" + markerName, via: path + "/tmp/" + markerName, sync: configuration.synchronous)
+            // Through a temporary file of its own: two creators racing must not write one file.
+            let temporary = path + "/tmp/" + markerName + ".\(UInt64.random(in: 0...UInt64.max)).tmp"
+            try FileSystem.writeAtomically(marker.serializedBytes(pretty: true), to: path + "/" + markerName, via: temporary, sync: configuration.synchronous)
             if configuration.synchronous { try FileSystem.syncDirectory(path) }
         } catch {
             // A racing creator whose marker landed owns the folders now. Otherwise only empty
@@ -380,7 +392,7 @@ public final class JSONBackend: Backend {
         return try refLock.withLock { lock in
             // nil: closed meanwhile (a read-only store threw in checkWritable already).
             guard let lock else { throw ArborError(.closed, "the store is closed", backend: engineName, operation: "compareAndSwap") }
-            return try lock.withLock {
+            return try lock.withLock(timeout: configuration.lockTimeout) {
                 // A ref an earlier version wrote under its old file name moves to its new one.
                 let legacy = try legacyRefPath(name)
                 let current = try readRef(path) ?? legacy.flatMap { try readRef($0) }

@@ -108,6 +108,7 @@ import Testing
         defer { removeItem(path) }
         for folder in ["", "/objects", "/refs", "/tmp"] { try FileManager.default.createDirectory(atPath: path + folder, withIntermediateDirectories: true) }
         try Data("{\"form".utf8).write(to: URL(fileURLWithPath: path + "/tmp/arbor-store.json"))
+        try Data("{\"form".utf8).write(to: URL(fileURLWithPath: path + "/tmp/arbor-store.json.1234.tmp"))
         let store = Store(backend: try JSONBackend.create(.init(path: path)))
         try await store.save(Person(id: "p", name: "finished"))
         #expect(try await fresh(path).value(Person.self, id: "p")?.name == "finished")
@@ -119,6 +120,57 @@ import Testing
         try Data("keep".utf8).write(to: URL(fileURLWithPath: other + "/refs/someone-else"))
         #expect { try JSONBackend.create(.init(path: other)) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
         #expect(FileManager.default.fileExists(atPath: other + "/refs/someone-else"))
+    }
+
+    /// A process that holds the refs' lock and never lets go (stopped with Ctrl-Z) used to hold
+    /// every swap of the store for as long; now a swap fails after the lock timeout, changing
+    /// nothing, and works once the lock is free.
+    @Test func aSwapFailsWhenTheRefsLockIsHeldPastItsTimeout() async throws {
+        let path = temporaryPath("json-lock-timeout")
+        defer { removeItem(path) }
+        let backend = try JSONBackend.create(.init(path: path, lockTimeout: .milliseconds(300)))
+        let descriptor = open(path + "/refs.lock", O_RDWR | O_CLOEXEC)
+        try #require(descriptor >= 0 && flock(descriptor, LOCK_EX) == 0)
+        let start = ContinuousClock.now
+        await #expect {
+            _ = try await backend.compareAndSwap(ref: "heads", expected: nil, new: Hash.of([1]))
+        } throws: { error in
+            (error as? ArborError)?.code == .io && "\(error)".contains("refs.lock")
+        }
+        #expect(ContinuousClock.now - start < .seconds(20))
+        #expect(try await backend.ref("heads") == nil)
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+        #expect(try await backend.compareAndSwap(ref: "heads", expected: nil, new: Hash.of([1])))
+        try await backend.close()
+    }
+
+    /// Two creators racing on one fresh folder: one makes the store, the other is told it
+    /// exists. They used to write the marker through one temporary file, so one could empty
+    /// the other's marker before its rename, or find its own file renamed away (`notFound`).
+    @Test func racingCreatorsLeaveOneSoundStore() async throws {
+        for round in 0..<100 {
+            let path = temporaryPath("json-race-\(round)")
+            defer { removeItem(path) }
+            let outcomes = await withTaskGroup(of: ArborError.Code?.self) { group in
+                for _ in 0..<2 {
+                    group.addTask {
+                        do {
+                            try await JSONBackend.create(.init(path: path, synchronous: false)).close()
+                            return nil
+                        } catch {
+                            return (error as? ArborError)?.code ?? .engine
+                        }
+                    }
+                }
+                return await group.reduce(into: [ArborError.Code?]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 == nil }.count >= 1, "round \(round): \(outcomes)")
+            #expect(outcomes.allSatisfy { $0 == nil || $0 == .alreadyExists }, "round \(round): \(outcomes)")
+            let store = try fresh(path)
+            try await store.save(Person(id: "p", name: "raced"))
+            try await store.close()
+        }
     }
 
     /// What other programs and killed writes leave in a store's folder: copies a file manager
