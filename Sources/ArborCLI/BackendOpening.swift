@@ -29,3 +29,16 @@ public func openBackend(_ location: StoreLocation, create: Bool) throws -> any B
         return create ? try PostgresBackend.create(configuration) : try PostgresBackend.open(configuration)
     }
 }
+
+/// ``openBackend(_:create:)`` for async callers: a PostgreSQL store connects on the adapter's
+/// own queue, not on the calling thread, which belongs to Swift's cooperative pool (an
+/// unreachable server holds the connect for its whole timeout, per address). The file-based
+/// engines open in microseconds and open in place.
+public func openBackend(_ location: StoreLocation, create: Bool) async throws -> any Backend {
+    guard case .postgres(let connection) = location else {
+        let open: () throws -> any Backend = { try openBackend(location, create: create) }
+        return try open()
+    }
+    let configuration = PostgresBackend.Configuration(url: connection.url)
+    return create ? try await PostgresBackend.create(configuration) : try await PostgresBackend.open(configuration)
+}

@@ -43,7 +43,7 @@ public struct DemoCommand: OutputCommand {
 
         say("Arbor demo: versioned stores of Swift values, on several engines, in \(path)")
         say()
-        let laptop = Store(backend: try openBackend(.json(path: path + "/laptop"), create: true), configuration: .init(replica: "laptop"))
+        let laptop = Store(backend: try await openBackend(.json(path: path + "/laptop"), create: true), configuration: .init(replica: "laptop"))
 
         // 1. A value tree: a project owns its tasks, a task owns its notes; the owner is a reference.
         var project = DemoProject(id: "arbor", name: "Ship Arbor", tasks: [
@@ -72,7 +72,7 @@ public struct DemoCommand: OutputCommand {
         say("   The first version is still readable: task \"core\" done = \(before?.tasks[0].done == true).")
 
         // 3. A second replica on another engine: a clone into SQLite.
-        let phone = Store(backend: try openBackend(.sqlite(path: path + "/phone.sqlite"), create: true), configuration: .init(replica: "phone"))
+        let phone = Store(backend: try await openBackend(.sqlite(path: path + "/phone.sqlite"), create: true), configuration: .init(replica: "phone"))
         let clone = try await laptop.migrate(to: phone)
         say()
         say("3. Cloned the laptop's store into the phone's SQLite store: \(Rendering.count(clone.exchange.versions, "version", "versions")), "
@@ -115,7 +115,7 @@ public struct DemoCommand: OutputCommand {
         if let postgres { targets.append(("PostgreSQL", try StoreLocation(parsing: postgres))) }
         say()
         for (name, location) in targets {
-            let backend = try openBackend(location, create: true)
+            let backend = try await openBackend(location, create: true)
             let archive = Store(backend: backend)
             let report = try await phone.migrate(to: archive)
             say("6. Migrated the phone's store to \(name): \(Rendering.count(report.exchange.versions, "version", "versions")), "

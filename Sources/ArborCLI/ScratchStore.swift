@@ -11,8 +11,8 @@ struct ScratchStore: Sendable {
     func prepare() async throws {
         if case .memory = location { return }
         let backend: any Backend
-        do { backend = try openBackend(location, create: false) } catch let error as ArborError where error.code == .notFound {
-            backend = try openBackend(location, create: true)
+        do { backend = try await openBackend(location, create: false) } catch let error as ArborError where error.code == .notFound {
+            backend = try await openBackend(location, create: true)
         }
         // One hash is enough to refuse: a store of millions given by mistake is not listed.
         let refs: [String: Hash]
@@ -40,7 +40,7 @@ struct ScratchStore: Sendable {
             return AdapterUnderTest(name: location.redacted, capabilities: .largeObjects) { FreshBackend(backend: MemoryBackend()) }
         }
         let location = self.location
-        let open: @Sendable () async throws -> any Backend = { try openBackend(location, create: false) }
+        let open: @Sendable () async throws -> any Backend = { try await openBackend(location, create: false) }
         return AdapterUnderTest(name: location.redacted, capabilities: .all) {
             FreshBackend(backend: try await open(), reopen: open, openSecondHandle: open, cleanup: { try await Self.wipe(try await open()) })
         }

@@ -25,7 +25,7 @@ public struct StoreOptions: ParsableArguments, Sendable {
         _ body: (Store) async throws -> Value
     ) async throws -> Value {
         do {
-            let store = Store(backend: try openBackend(try location(), create: create), configuration: configuration)
+            let store = Store(backend: try await openBackend(try location(), create: create), configuration: configuration)
             let value: Value
             do {
                 value = try await body(store)

@@ -45,10 +45,10 @@ public struct StorePairOptions: ParsableArguments {
         _ body: (_ from: Store, _ to: Store) async throws -> Value
     ) async throws -> Value {
         do {
-            let source = Store(backend: try openBackend(try StoreLocation(parsing: from), create: false), configuration: configuration)
+            let source = Store(backend: try await openBackend(try StoreLocation(parsing: from), create: false), configuration: configuration)
             let target: Store
             do {
-                target = Store(backend: try openTarget(opening), configuration: configuration)
+                target = Store(backend: try await openTarget(opening), configuration: configuration)
             } catch {
                 try? await source.close()
                 throw error
@@ -69,16 +69,16 @@ public struct StorePairOptions: ParsableArguments {
         }
     }
 
-    private func openTarget(_ opening: TargetOpening) throws -> any Backend {
+    private func openTarget(_ opening: TargetOpening) async throws -> any Backend {
         let location = try StoreLocation(parsing: to)
         switch opening {
         case .existing:
-            return try openBackend(location, create: false)
+            return try await openBackend(location, create: false)
         case .createIfMissing:
             do {
-                return try openBackend(location, create: false)
+                return try await openBackend(location, create: false)
             } catch let error as ArborError where error.code == .notFound {
-                return try openBackend(location, create: true)
+                return try await openBackend(location, create: true)
             }
         }
     }

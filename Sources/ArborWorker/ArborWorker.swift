@@ -39,7 +39,7 @@ struct ArborWorker {
         let (url, replica) = (arguments[1], arguments[3])
         do {
             let location = try StoreLocation(parsing: url)
-            let store = Store(backend: try openBackend(location, create: false), configuration: .init(replica: replica))
+            let store = Store(backend: try await openBackend(location, create: false), configuration: .init(replica: replica))
             for index in 0..<count {
                 var changes = ChangeSet()
                 try changes.save(Record(type: "Counter", id: "\(replica)-\(index)", properties: ["n": .int(Int64(index)), "replica": .string(replica)]))

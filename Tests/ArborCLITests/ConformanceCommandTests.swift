@@ -31,7 +31,7 @@ import Testing
 
     /// The objects and refs the store at `url` holds.
     func contents(_ url: String) async throws -> (objects: Int, refs: Int) {
-        let backend = try openBackend(try StoreLocation(parsing: url), create: false)
+        let backend = try await openBackend(try StoreLocation(parsing: url), create: false)
         let contents = (try await backend.allHashes().count, try await backend.refs().count)
         try await backend.close()
         return contents
@@ -136,7 +136,7 @@ import Testing
         }
         // Objects without refs (an interrupted exchange's) are refused too.
         try await withJSONStore { url in
-            let backend = try openBackend(try StoreLocation(parsing: url), create: false)
+            let backend = try await openBackend(try StoreLocation(parsing: url), create: false)
             try await backend.put([(Hash.of([1, 2, 3]), [1, 2, 3])])
             try await backend.close()
             let command = try #require(try ArborCommand.parseAsRoot(["conformance", url]) as? ConformanceCommand)

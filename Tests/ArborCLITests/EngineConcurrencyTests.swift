@@ -36,7 +36,7 @@ private let isLinux = false
     /// processes' slots and tries again) instead of failing every read until it restarts.
     @Test func readsGoOnWhenKilledReadersFilledLMDBsReaderTable() async throws {
         try await EngineConcurrencyTests.withStore(.lmdb) { url in
-            let store = Store(backend: try openBackend(try StoreLocation(parsing: url), create: true), configuration: .init(nodeCacheCapacity: 0))
+            let store = Store(backend: try await openBackend(try StoreLocation(parsing: url), create: true), configuration: .init(nodeCacheCapacity: 0))
             var changes = ChangeSet()
             try changes.save(Record(type: "T", id: "a", properties: ["n": .int(1)]))
             try await store.commit(changes)
@@ -104,7 +104,7 @@ private let isLinux = false
             #expect(hashes.count == processes * commitsEach)
             #expect(Set(hashes).count == hashes.count)
 
-            let store = Store(backend: try openBackend(try StoreLocation(parsing: url), create: false))
+            let store = Store(backend: try await openBackend(try StoreLocation(parsing: url), create: false))
             let heads = try await store.heads()  // decodes the heads ref's head set
             #expect(!heads.isEmpty)
             let reachable = Set(try await store.log().map(\.id.hex))

@@ -79,7 +79,7 @@ import Testing
         let removed = counts("removedObjects")
         #expect(removed.count == 3 && removed.reduce(0, +) > 0)
         print("gc \(engine) with 2 committing processes: 3 collections removed \(removed) objects; kept late \(counts("keptLate")), written back \(counts("rescued"))")
-        let store = Store(backend: try openBackend(try StoreLocation(parsing: url), create: false))
+        let store = Store(backend: try await openBackend(try StoreLocation(parsing: url), create: false))
         let report = try await store.verify()
         #expect(report.isIntact, "\(report.damage.prefix(5))")
         let reachable = Set(try await store.log().map(\.id.hex))
@@ -88,7 +88,7 @@ import Testing
         try await store.close()
         // And a last collection leaves nothing unreachable.
         _ = try await arbor("gc", url, "--grace", "0")
-        let final = Store(backend: try openBackend(try StoreLocation(parsing: url), create: false))
+        let final = Store(backend: try await openBackend(try StoreLocation(parsing: url), create: false))
         #expect(try await final.verify().unreachableObjects == 0)
         try await final.close()
     }
