@@ -135,6 +135,79 @@ import Testing
         }
     }
 
+    /// A commit in which one record lets a child go and another adopts it (raw records) used
+    /// to delete the child: only the dropping record's own new children were counted as holding
+    /// it. Likewise a record moved out of an orphaned tree kept its place but lost its children.
+    @Test(arguments: AdapterKind.allCases) func aChildOneRecordDropsAndAnotherAdoptsInOneCommitStays(kind: AdapterKind) async throws {
+        try await withStore(kind) { store in
+            func record(_ type: String, _ id: String, children: [RecordKey] = []) -> Record {
+                var properties: [String: PropertyValue] = ["text": .string(id)]
+                for (index, child) in children.enumerated() { properties["c\(index)"] = .child(child) }
+                return Record(type: type, id: id, properties: properties)
+            }
+            func commit(_ body: (inout ChangeSet) throws -> Void) async throws {
+                var set = ChangeSet()
+                try body(&set)
+                try await store.commit(set)
+            }
+            let loose = RecordKey(type: "Note", id: "loose")
+            try await commit { set in
+                try set.save(record("Note", "loose"))
+                try set.save(record("Box", "b1", children: [loose]))
+            }
+            // b1 lets it go, b2 adopts it; then b2 lets it go and b1 is deleted as b3 adopts it.
+            try await commit { set in
+                try set.save(record("Box", "b1"))
+                try set.save(record("Box", "b2", children: [loose]))
+            }
+            #expect(try await store.snapshot().record(loose) != nil)
+            try await commit { set in try set.save(record("Box", "b2", children: [loose])) }
+            try await commit { set in
+                try set.save(record("Box", "b2"))
+                set.delete(RecordKey(type: "Box", id: "b1"))
+                try set.save(record("Box", "b3", children: [loose]))
+            }
+            #expect(try await store.snapshot().record(loose) != nil)
+
+            // An orphaned tree top → middle → kept → leaf, with `kept` saved again under a new
+            // parent in the same commit: top and middle go, kept and its leaf stay.
+            let (top, middle, kept, leaf) = (RecordKey(type: "N", id: "top"), RecordKey(type: "N", id: "middle"), RecordKey(type: "N", id: "kept"), RecordKey(type: "N", id: "leaf"))
+            try await commit { set in
+                try set.save(record("N", "leaf"))
+                try set.save(record("N", "kept", children: [leaf]))
+                try set.save(record("N", "middle", children: [kept]))
+                try set.save(record("N", "top", children: [middle]))
+            }
+            try await commit { set in
+                set.delete(top)
+                try set.save(record("N", "kept", children: [leaf]))
+                try set.save(record("Box", "holder", children: [kept]))
+            }
+            let after = try await store.snapshot()
+            #expect(try await after.record(top) == nil)
+            #expect(try await after.record(middle) == nil)
+            #expect(try await after.record(kept) != nil)
+            #expect(try await after.record(leaf) != nil)
+            #expect(try await store.verify().isIntact)
+        }
+    }
+
+    /// A key no record can have is refused by reads as by writes: `Task\0t1` / `x` has the
+    /// index key of `Task` / `t1\0x`, which it used to read (and list, by type).
+    @Test func readsRefuseKeysNoRecordCanHave() async throws {
+        let store = Store(backend: MemoryBackend())
+        var changes = ChangeSet()
+        try changes.save(Record(type: "Task", id: "t1\0x", properties: ["n": .int(1)]))
+        try await store.commit(changes)
+        let snapshot = try await store.snapshot()
+        #expect(try await snapshot.record(RecordKey(type: "Task", id: "t1\0x")) != nil)
+        let aliased = RecordKey(type: "Task\0t1", id: "x")
+        await #expect { try await snapshot.record(aliased) } throws: { ($0 as? ArborError)?.code == .invalidInput }
+        await #expect { try await snapshot.records([aliased]) } throws: { ($0 as? ArborError)?.code == .invalidInput }
+        await #expect { try await snapshot.records(ofType: "Task\0t1") } throws: { ($0 as? ArborError)?.code == .invalidInput }
+        #expect(try await snapshot.records(ofType: "Task").count == 1)
+    }
+
     @Test(arguments: AdapterKind.allCases) func historyLogAndDiff(kind: AdapterKind) async throws {
         try await withStore(kind) { store in
             let v1 = try await store.save(Task(id: "t", title: "draft", done: false), message: "v1")

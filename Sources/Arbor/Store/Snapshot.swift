@@ -16,7 +16,10 @@ public struct Snapshot: Sendable {
     /// The record `key`, or `nil`.
     ///
     /// - Complexity: O(log n) node reads, most of them from the store's cache of node bytes.
+    /// Throws ``ArborError/Code/invalidInput`` for a key no record can have (a type name with
+    /// NUL would share its index key with a record of another type and id).
     public func record(_ key: RecordKey) async throws -> Record? {
+        try key.validate()
         let keyBytes = key.indexBytes
         guard let payload = try await ProllyTree.lookup(keyBytes, root: root, source: store.makeSource()) else { return nil }
         return try await store.decode(payload, of: key)
@@ -26,14 +29,16 @@ public struct Snapshot: Sendable {
     ///
     /// - Complexity: O(k log n) node reads for `k` keys, one batch per tree level.
     public func records(_ keys: [RecordKey]) async throws -> [RecordKey: Record] {
-        try await store.records(keys, root: root, source: store.makeSource())
+        for key in keys { try key.validate() }
+        return try await store.records(keys, root: root, source: store.makeSource())
     }
 
     /// Every record of `type`, in id order (a range scan of the index).
     ///
     /// - Complexity: O(log n + m) node reads for `m` records of the type.
     public func records(ofType type: String) async throws -> [Record] {
-        try await store.records(ofType: type, root: root, source: store.makeSource(), remember: false)
+        try RecordKey(type: type, id: "").validate()
+        return try await store.records(ofType: type, root: root, source: store.makeSource(), remember: false)
     }
 
     /// Every record — of `type`, or of every type — in key order (by type, then id), handed to
@@ -42,6 +47,7 @@ public struct Snapshot: Sendable {
     ///
     /// - Complexity: O(log n + m) node reads for `m` records listed.
     public func forEachRecord(ofType type: String? = nil, _ body: ([Record]) async throws -> Void) async throws {
+        if let type { try RecordKey(type: type, id: "").validate() }
         try await store.forEachRecord(ofType: type, root: root, source: store.makeSource(), remember: false, body)
     }
 

@@ -303,7 +303,10 @@ struct CommitPlan {
     func orphans(
         replaced: [(key: [UInt8], old: IndexPayload)], base: Hash, store: Store, source: NodeSource
     ) async throws -> [RecordKey] {
-        var candidates = droppedBaseRecords.filter { entry(for: $0) == nil }
+        // A child that a record of the set's final state holds stays, whoever held it before:
+        // one record of the set may drop it as another adopts it.
+        let heldBySet = Set(final.lazy.compactMap(\.record).flatMap(\.childKeys))
+        var candidates = droppedBaseRecords.filter { entry(for: $0) == nil && !heldBySet.contains($0) }
         let blobHashes = replaced.compactMap { if case .blob(let hash) = $0.old { hash } else { nil } }
         let blobs = blobHashes.isEmpty ? [:] : try await ObjectFetch.verified(blobHashes, from: store.backend)
         for (keyBytes, old) in replaced {
@@ -318,16 +321,23 @@ struct CommitPlan {
                 let key = (try? RecordKey(indexBytes: keyBytes[...]))?.description ?? "a record"
                 throw ArborError(.corruptObject, "the base version of \(key) cannot be decoded: \(error.message)", backend: store.backend.engineName, operation: "commit")
             }
-            guard !oldChildren.isEmpty else { continue }
-            let key = try RecordKey(indexBytes: keyBytes[...])
-            let stillHeld = Set(entry(for: key)?.record?.childKeys ?? [])
-            for child in oldChildren where entry(for: child) == nil && !stillHeld.contains(child) {
+            for child in oldChildren where entry(for: child) == nil && !heldBySet.contains(child) {
                 candidates.append(child)
             }
         }
         guard !candidates.isEmpty else { return [] }
-        // Everything the orphans own goes too, except records this commit saves (moved elsewhere).
-        let orphaned = try await store.records(candidates, root: base, source: source)
-        return try await store.withChildren(orphaned, root: base, source: source).keys.filter { !isSaved($0) }
+        // Everything the orphans own goes too, down to records the set names (saved: moved
+        // elsewhere, with their own dropped children among `replaced`; deleted: likewise) or
+        // holds, which stay with what they own.
+        var orphaned = try await store.records(candidates, root: base, source: source)
+        var frontier = orphaned.values.flatMap(\.childKeys)
+        while true {
+            let next = Set(frontier).filter { orphaned[$0] == nil && entry(for: $0) == nil && !heldBySet.contains($0) }
+            guard !next.isEmpty else { break }
+            let loaded = try await store.records(Array(next), root: base, source: source)
+            orphaned.merge(loaded) { $1 }
+            frontier = loaded.values.flatMap(\.childKeys)
+        }
+        return Array(orphaned.keys)
     }
 }
