@@ -439,6 +439,45 @@ import Testing
         }
     }
 
+    /// Refs besides the heads (no Arbor API writes one; another tool may: a tag naming an older
+    /// version, a head set kept aside) are copied by a migration of all history and verified;
+    /// they used to be left out while the verification passed. A copy stopped after its heads,
+    /// before those refs, is finished by running it again; a latest-only copy leaves them out.
+    @Test(arguments: [AdapterKind.memory, .sqlite, .lmdb])
+    func aMigrationCopiesEveryRefWithWhatItReaches(kind: AdapterKind) async throws {
+        try await withStores(.memory, kind) { stores in
+            let (source, target) = (stores[0], stores[1])
+            let first = try await source.save(Task(id: "a", title: "first", done: false))
+            try await source.save(Task(id: "b", title: "second", done: false))
+            let keptHeadSet = try #require(try await headsRef(source))
+            try await fill(source)
+            #expect(try await source.backend.compareAndSwap(ref: "tags/first", expected: nil, new: first.id))
+            #expect(try await source.backend.compareAndSwap(ref: "kept/heads", expected: nil, new: keptHeadSet))
+            let report = try await source.migrate(to: target)
+            #expect(report.verified)
+            #expect(try await target.backend.refsBesidesClaims() == source.backend.refsBesidesClaims())
+            #expect(try await target.value(Task.self, id: "a", at: first.id)?.title == "first")
+            #expect(try await target.verify().isIntact)
+
+            // Stopped between the heads and the other refs: run again, it makes them.
+            #expect(try await target.backend.compareAndSwap(ref: "tags/first", expected: first.id, new: nil))
+            let again = try await source.migrate(to: target)
+            #expect(again.verified && again.exchange.objects == 0)
+            #expect(try await target.backend.ref("tags/first") == first.id)
+
+            // A target whose tag names another version is not this copy.
+            #expect(try await target.backend.compareAndSwap(ref: "tags/first", expected: first.id, new: report.heads[0]))
+            await #expect { try await source.migrate(to: target) } throws: { ($0 as? ArborError)?.code == .alreadyExists }
+        }
+        try await withStores(.memory, kind) { stores in
+            let first = try await stores[0].save(Task(id: "a", title: "first", done: false))
+            try await fill(stores[0])
+            #expect(try await stores[0].backend.compareAndSwap(ref: "tags/first", expected: nil, new: first.id))
+            #expect(try await stores[0].migrate(to: stores[1], latestOnly: true).verified)
+            #expect(try await stores[1].backend.ref("tags/first") == nil)
+        }
+    }
+
     @Test func migrateRefusesATargetWithVersionsAndLeavesIt() async throws {
         try await withStores(.memory, .memory) { stores in
             try await fill(stores[0])

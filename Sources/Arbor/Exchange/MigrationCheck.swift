@@ -34,6 +34,11 @@ struct MigrationCheck {
             guard sourceState.ref == targetState.ref else {
                 throw failure("the heads ref names \(targetState.ref.map(\.description) ?? "nothing") in the target but \(sourceState.ref.map(\.description) ?? "nothing") in the source")
             }
+            // And every other ref (claims of exchanges aside).
+            let (sourceRefs, targetRefs) = (try await source.refsBesidesClaims(), try await target.refsBesidesClaims())
+            if let name = Set(sourceRefs.keys).union(targetRefs.keys).sorted().first(where: { sourceRefs[$0] != targetRefs[$0] }) {
+                throw failure("the ref \(name) names \(targetRefs[name].map(\.description) ?? "nothing") in the target but \(sourceRefs[name].map(\.description) ?? "nothing") in the source")
+            }
         }
 
         // The proof: every object of the target matches its hash and is the source's, and every

@@ -96,7 +96,11 @@ extension Transfer {
     /// Copies what the target lacks of the source's history and adopts the source's heads.
     /// With `claiming`, claims the target while it copies (``TransferReservation``), so that a
     /// collection there removes nothing it finds present or writes.
-    func exchange(claiming claimTiming: ClaimTiming? = nil) async throws -> ExchangeReport {
+    ///
+    /// `alsoCopying` (a migration's): refs of the source besides its heads, each naming a
+    /// version or a head set; their history is copied with the heads', and once the heads are
+    /// set, each is made in the target (a ref it already holds must have the same value).
+    func exchange(claiming claimTiming: ClaimTiming? = nil, alsoCopying otherRefs: [String: Hash] = [:]) async throws -> ExchangeReport {
         do {
             let source = source
             async let sourceRefs = source.refs()
@@ -110,6 +114,8 @@ extension Transfer {
             }
             let (_, sourceHeads) = try await Transfer.headState(of: source, refs: try await sourceRefs)
             if targetRefs[RefName.heads] == sourceHeadsRef {
+                // Everything the source's refs reach was copied before its heads were set.
+                try await makeRefs(otherRefs, present: targetRefs)
                 report.alreadyInSync = true
                 report.heads = sourceHeads
                 report.seconds = seconds
@@ -120,18 +126,59 @@ extension Transfer {
             // Before the first question to the target (claiming at once, or after a delay that
             // the collection's grace period covers): what it answers is present must stay so.
             if let claimTiming { claim = try await KeptClaim.make(on: target, timing: claimTiming) }
-            let (missing, boundary) = try await missingVersions(from: sourceHeads)
+            let (otherVersions, otherHeadSets) = try await versions(namedBy: otherRefs)
+            let (missing, boundary) = try await missingVersions(from: sourceHeads + otherVersions)
             try await copyVersions(missing, present: boundary)
+            for (hash, bytes) in otherHeadSets { try await writer.add(hash, bytes) }
             try await writer.finish()
             let heads = try await adoptHeads(
                 sourceHeads, copied: Set(missing).intersection(sourceHeads), missing: Set(missing), boundary: boundary,
                 start: (start.ref, Set(start.heads)))
+            try await makeRefs(otherRefs, present: targetRefs)
             await claim?.remove()
             return finalReport(versions: missing.count, heads: heads)
         } catch {
             await writer.cancel()
             await claim?.remove()
             throw error
+        }
+    }
+
+    /// The versions that `refs` name, directly or through a head set, with the head sets
+    /// themselves; throws ``ArborError/Code/unsupportedFormat`` for a ref that names anything
+    /// else, which a migration does not know how to copy.
+    private func versions(namedBy refs: [String: Hash]) async throws -> (versions: [Hash], headSets: [(Hash, [UInt8])]) {
+        guard !refs.isEmpty else { return ([], []) }
+        let objects = try await fetch(Array(Set(refs.values)))
+        var versions = [Hash](), headSets = [(Hash, [UInt8])]()
+        for (name, hash) in refs.sorted(by: { $0.key < $1.key }) {
+            guard let bytes = objects[hash] else {
+                throw ArborError(.missingObject, "the source's ref \(name) names \(hash), which it lacks", backend: source.engineName, operation: "migrate")
+            }
+            let links = try links(of: hash, bytes, expecting: nil)
+            switch links.kind {
+            case .commit: versions.append(hash)
+            case .headSet:
+                versions += links.heads
+                headSets.append((hash, bytes))
+            default:
+                throw ArborError(
+                    .unsupportedFormat, "the source's ref \(name) names a \(links.kind.name), not a version or a head set: a migration copies refs that name versions",
+                    backend: source.engineName, operation: "migrate")
+            }
+        }
+        return (versions, headSets)
+    }
+
+    /// Makes each of `refs` in the target, where it is not among `present` already (the target's
+    /// refs when the transfer began): by compare-and-swap from nothing, so that a ref another
+    /// writer made meanwhile is not overwritten. Throws ``ArborError/Code/alreadyExists`` for a
+    /// ref the target holds with another value.
+    private func makeRefs(_ refs: [String: Hash], present: [String: Hash]) async throws {
+        for (name, hash) in refs.sorted(by: { $0.key < $1.key }) where present[name] != hash {
+            if try await target.compareAndSwap(ref: name, expected: nil, new: hash) { continue }
+            if try await target.ref(name) == hash { continue }
+            throw ArborError(.alreadyExists, "the target's ref \(name) names another object than the source's", backend: target.engineName, operation: "migrate")
         }
     }
 

@@ -2,9 +2,11 @@ extension Store {
     /// Copies this whole store into `target`, a store without versions on any backend, and
     /// proves the copy.
     ///
-    /// By default every version is copied (an exchange into the empty target); with
-    /// `latestOnly`, only the state of each current head: each becomes a version without
-    /// parents, with the same index root, time, replica and message (so a different hash).
+    /// By default every version is copied (an exchange into the empty target), with every ref:
+    /// besides the heads, any ref another tool made that names a version or a head set is
+    /// copied with its history, once the heads are set. With `latestOnly`, only the state of
+    /// each current head: each becomes a version without parents, with the same index root,
+    /// time, replica and message (so a different hash), and no other ref.
     /// Memory for the objects stays bounded by the height of the index and one batch, whatever
     /// the store's size; the walk of the history keeps a few hundred bytes per version (a
     /// history of a million versions takes about 300 MB).
@@ -15,8 +17,8 @@ extension Store {
     /// other target with versions is refused with ``ArborError/Code/alreadyExists`` and left
     /// untouched.
     ///
-    /// With `verify`, afterwards: the target's `heads` ref must name the same head set as the
-    /// source's (with `latestOnly`: heads with the same roots), every object of the target must
+    /// With `verify`, afterwards: every ref of the target must name what the source's does
+    /// (claims of exchanges aside; with `latestOnly`: heads with the same roots), every object of the target must
     /// match its hash and (but for the new commits) be in the source, and every object an object
     /// of the target names must be in the target, so everything the heads reach is there. (A head
     /// set, or a commit without parents, that the source lacks passes as left over by an
@@ -46,6 +48,9 @@ extension Store {
     ) async throws -> MigrationReport {
         // Claims of exchanges into the target (killed ones leave theirs) are not versions.
         let targetRefs = try await target.backend.refsBesidesClaims()
+        // Refs besides the heads (no Arbor API writes one; other tools may): copied with their
+        // history by a migration of all history, left out by a latest-only one.
+        let otherRefs = latestOnly ? [:] : try await backend.refsBesidesClaims().filter { $0.key != RefName.heads }
         if !targetRefs.isEmpty {
             // A migration whose copy finished, stopped before it said so (a kill, a dropped
             // connection, Ctrl-C while verifying): run again, it verifies and copies nothing.
@@ -55,6 +60,9 @@ extension Store {
                     backend: target.backend.engineName, operation: "migrate")
             }
             var report = MigrationReport(latestOnly: latestOnly)
+            // A copy stopped after it set its heads may lack some of the other refs, whose
+            // history it copied before: made now.
+            if !otherRefs.isEmpty { _ = try await Transfer(from: backend, to: target.backend, progress: nil).exchange(alsoCopying: otherRefs) }
             report.heads = try await target.headState().heads.sorted()
             report.exchange.heads = report.heads
             report.exchange.alreadyInSync = true
@@ -73,7 +81,7 @@ extension Store {
         if latestOnly {
             report.exchange = try await transfer.copyLatest()
         } else {
-            report.exchange = try await transfer.exchange()
+            report.exchange = try await transfer.exchange(alsoCopying: otherRefs)
         }
         report.heads = report.exchange.heads
         report.copySeconds = report.exchange.seconds
@@ -91,7 +99,8 @@ extension Store {
     /// and the roots of this store's heads.
     fileprivate func holdsFinishedCopy(in target: Store, refs: [String: Hash], latestOnly: Bool) async throws -> Bool {
         let ownRefs = try await backend.refsBesidesClaims()
-        guard latestOnly else { return refs == ownRefs }
+        // The heads are set before the other refs: a copy may have stopped in between.
+        guard latestOnly else { return refs[RefName.heads] == ownRefs[RefName.heads] && refs.allSatisfy { ownRefs[$0.key] == $0.value } }
         guard refs.count == 1, refs[RefName.heads] != nil else { return false }
         let copied = try await target.heads()
         guard copied.allSatisfy(\.parents.isEmpty) else { return false }
