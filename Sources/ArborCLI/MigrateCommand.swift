@@ -15,7 +15,7 @@ public struct MigrateCommand: StorePairCommand {
             TO matches its hash and comes from FROM, and that every object one names is in TO (so every \
             head's history and index are complete), in one pass over TO. Memory stays \
             bounded whatever the store's size. With --json: {"versions", "objects", "bytes", "seconds", \
-            "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds", "heads"}.
+            "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds", "sourceChangedSinceCopy", "heads"}.
             """)
 
     @OptionGroup public var stores: StorePairOptions

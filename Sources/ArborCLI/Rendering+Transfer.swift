@@ -55,9 +55,12 @@ extension Rendering {
                 + "(\(Int(records)) objects/s)",
         ]
         if report.verified {
-            lines.append("verified: same heads on both sides; \(count(report.objectsChecked, "object", "objects")) "
+            lines.append("verified: same \(report.latestOnly ? "heads" : "refs") on both sides; \(count(report.objectsChecked, "object", "objects")) "
                 + "(\(ProgressBar.bytes(report.bytesChecked))) match their hashes and the source; every head's index is complete "
                 + "(\(seconds(report.verifySeconds)))")
+            if report.sourceChangedSinceCopy {
+                lines.append("the source changed during the migration: the copy holds its state when the copy began; arbor exchange FROM TO brings it up to date")
+            }
         } else {
             lines.append("not verified (--no-verify)")
         }
@@ -65,14 +68,15 @@ extension Rendering {
         return lines
     }
 
-    /// `{"versions", "objects", "bytes", "seconds", "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds", "heads"}`.
+    /// `{"versions", "objects", "bytes", "seconds", "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds",
+    /// "sourceChangedSinceCopy", "heads"}`.
     static func json(_ report: MigrationReport) -> JSONValue {
         guard case .object(var members) = json(report.exchange) else { return .null }
         members.removeAll { ["alreadyInSync", "rounds"].contains($0.key) }
         members += [
             ("latestOnly", .bool(report.latestOnly)), ("verified", .bool(report.verified)),
             ("objectsChecked", .number(String(report.objectsChecked))), ("bytesChecked", .number(String(report.bytesChecked))),
-            ("verifySeconds", number(report.verifySeconds)),
+            ("verifySeconds", number(report.verifySeconds)), ("sourceChangedSinceCopy", .bool(report.sourceChangedSinceCopy)),
         ]
         return .object(members)
     }

@@ -478,6 +478,29 @@ import Testing
         }
     }
 
+    /// A source written to while it is migrated: the copy is of its state when the copy read its
+    /// refs, and is verified against that state; the report says the source moved on. The
+    /// verification used to compare the target with the source's refs of the moment and call a
+    /// correct copy damaged.
+    @Test(arguments: [false, true])
+    func aSourceWrittenToDuringItsMigrationGivesAVerifiedCopyOfItsEarlierState(latestOnly: Bool) async throws {
+        let source = Store(backend: MemoryBackend(), configuration: .init(replica: "source"))
+        try await fill(source)
+        let before = try #require(try await headsRef(source))
+        let target = Store(backend: SwapHookBackend(MemoryBackend()) {
+            try await source.save(Task(id: "meanwhile", title: "written during the migration", done: false))
+        })
+        let report = try await source.migrate(to: target, latestOnly: latestOnly)
+        #expect(report.verified && report.sourceChangedSinceCopy)
+        #expect(try await headsRef(source) != before)
+        if !latestOnly { #expect(try await headsRef(target) == before) }
+        #expect(try await target.value(Task.self, id: "meanwhile") == nil)
+        #expect(try await target.verify().isIntact)
+        // Unmoved, it says so.
+        let still = Store(backend: MemoryBackend())
+        #expect(try await source.migrate(to: still, latestOnly: latestOnly).sourceChangedSinceCopy == false)
+    }
+
     @Test func migrateRefusesATargetWithVersionsAndLeavesIt() async throws {
         try await withStores(.memory, .memory) { stores in
             try await fill(stores[0])
@@ -922,6 +945,21 @@ extension Array {
         var result = [T]()
         for element in self { result.append(try await transform(element)) }
         return result
+    }
+}
+
+/// Forwards to a backend, and runs `hook` once, after the first swap of its heads that lands.
+final class SwapHookBackend: ForwardingBackend {
+    let inner: any Backend
+    private let hook: Mutex<(@Sendable () async throws -> Void)?>
+    init(_ inner: any Backend, afterTheHeadsMove hook: @escaping @Sendable () async throws -> Void) {
+        self.inner = inner
+        self.hook = Mutex(hook)
+    }
+    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        let swapped = try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+        if swapped, name == RefName.heads, let hook = hook.withLock({ hook in defer { hook = nil }; return hook }) { try await hook() }
+        return swapped
     }
 }
 

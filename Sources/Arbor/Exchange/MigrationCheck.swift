@@ -9,6 +9,9 @@ struct MigrationCheck {
     /// What the copy recorded of the objects it wrote into a target that held none before it,
     /// or `nil`: then each object of the target is read, and asked of the source.
     var record: CopyRecord? = nil
+    /// What the copy took from the source: its refs (claims aside), or with `latestOnly` its
+    /// heads; `nil` (a migration run again on its finished copy): the source's as they are now.
+    var copied: (refs: [String: Hash]?, heads: [Hash]?) = (nil, nil)
 
     /// Proves the copy `report` describes, and records the proof in it. `progress` hears of the
     /// objects checked (``TransferProgress/Phase/verifying``), the fraction done measured against
@@ -19,23 +22,28 @@ struct MigrationCheck {
         // Said at once, before any request: the copy is done and its heads are set (a command
         // interrupted from now on has nothing to resume).
         meter.report(Pass(), force: true)
-        let sourceState = try await Transfer.headState(of: source)
         let targetState = try await Transfer.headState(of: target)
         var allowedNew = Set<Hash>()
         if latestOnly {
+            let sourceState = try await Transfer.headState(of: source)
             let targetVersions = try await versions(targetState.heads, in: target)
-            let sourceRoots = try await versions(sourceState.heads, in: source).map(\.root).sorted()
+            let copiedHeads = copied.heads ?? sourceState.heads
+            report.sourceChangedSinceCopy = Set(copiedHeads) != Set(sourceState.heads)
+            let sourceRoots = try await versions(copiedHeads, in: source).map(\.root).sorted()
             guard sourceRoots == targetVersions.map(\.root).sorted() else {
                 throw failure("the target's heads have other index roots than the source's heads")
             }
             allowedNew = Set(targetState.heads)
             if let ref = targetState.ref { allowedNew.insert(ref) }
         } else {
-            guard sourceState.ref == targetState.ref else {
-                throw failure("the heads ref names \(targetState.ref.map(\.description) ?? "nothing") in the target but \(sourceState.ref.map(\.description) ?? "nothing") in the source")
+            let currentRefs = try await source.refsBesidesClaims()
+            let sourceRefs = copied.refs ?? currentRefs
+            report.sourceChangedSinceCopy = sourceRefs != currentRefs
+            guard sourceRefs[RefName.heads] == targetState.ref else {
+                throw failure("the heads ref names \(targetState.ref.map(\.description) ?? "nothing") in the target but \(sourceRefs[RefName.heads].map(\.description) ?? "nothing") in the source")
             }
             // And every other ref (claims of exchanges aside).
-            let (sourceRefs, targetRefs) = (try await source.refsBesidesClaims(), try await target.refsBesidesClaims())
+            let targetRefs = try await target.refsBesidesClaims()
             if let name = Set(sourceRefs.keys).union(targetRefs.keys).sorted().first(where: { sourceRefs[$0] != targetRefs[$0] }) {
                 throw failure("the ref \(name) names \(targetRefs[name].map(\.description) ?? "nothing") in the target but \(sourceRefs[name].map(\.description) ?? "nothing") in the source")
             }

@@ -113,6 +113,7 @@ extension Transfer {
                 return report
             }
             let (_, sourceHeads) = try await Transfer.headState(of: source, refs: try await sourceRefs)
+            sourceRefsCopied = otherRefs.merging([RefName.heads: sourceHeadsRef]) { $1 }
             if targetRefs[RefName.heads] == sourceHeadsRef {
                 // Everything the source's refs reach was copied before its heads were set.
                 try await makeRefs(otherRefs, present: targetRefs)

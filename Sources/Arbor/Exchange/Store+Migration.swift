@@ -56,7 +56,7 @@ extension Store {
             // connection, Ctrl-C while verifying): run again, it verifies and copies nothing.
             guard try await holdsFinishedCopy(in: target, refs: targetRefs, latestOnly: latestOnly) else {
                 throw ArborError(
-                    .alreadyExists, "the target store is not empty (it has \(targetRefs.count == 1 ? "a ref" : "\(targetRefs.count) refs")): migrate and clone copy into a store without versions",
+                    .alreadyExists, "the target store is not empty (it has \(targetRefs.count == 1 ? "a ref" : "\(targetRefs.count) refs")): migrate and clone copy into a store without versions (an earlier copy of this store is brought up to date by an exchange)",
                     backend: target.backend.engineName, operation: "migrate")
             }
             var report = MigrationReport(latestOnly: latestOnly)
@@ -86,7 +86,10 @@ extension Store {
         report.heads = report.exchange.heads
         report.copySeconds = report.exchange.seconds
         if verify {
-            let check = MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly, record: transfer.writer.record)
+            var check = MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly, record: transfer.writer.record)
+            // The source's refs as the copy found them: a source written to meanwhile has moved
+            // on, and the copy is checked against the state it copied.
+            check.copied = latestOnly ? (refs: nil, heads: transfer.sourceHeadsCopied) : (refs: transfer.sourceRefsCopied, heads: nil)
             try await check.run(&report, progress: progress)
         }
         return report
@@ -122,6 +125,10 @@ public struct MigrationReport: Sendable {
     public var bytesChecked = 0
     public var copySeconds: Double = 0
     public var verifySeconds: Double = 0
+    /// Whether the source's refs moved on while it was copied or verified (it was written to):
+    /// the copy holds, and was verified to hold, the state the source had when the copy read its
+    /// refs; an exchange brings it up to date.
+    public var sourceChangedSinceCopy = false
 
     init(latestOnly: Bool) { self.latestOnly = latestOnly }
 }
@@ -132,6 +139,7 @@ extension Transfer {
     func copyLatest() async throws -> ExchangeReport {
         do {
             let (_, heads) = try await Transfer.headState(of: source)
+            sourceHeadsCopied = heads
             let commits = try await fetch(heads)
             var newHeads = Set<Hash>()
             versionsTotal = heads.count

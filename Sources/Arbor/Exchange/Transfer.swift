@@ -50,6 +50,10 @@ final class Transfer {
     /// store). Then what it holds is what this transfer wrote: the target is asked only about
     /// objects the transfer may have written (``LandedObjects``), and the walk against each
     /// version's base skips most of those without asking.
+    /// The source's refs (claims aside) this transfer reproduced in the target, as it read
+    /// them; with `latestOnly`, the heads it copied the state of (``sourceHeadsCopied``).
+    var sourceRefsCopied: [String: Hash] = [:]
+    var sourceHeadsCopied: [Hash] = []
     var targetStartedEmpty = false {
         didSet { writer.landed = targetStartedEmpty ? LandedObjects() : nil }
     }
