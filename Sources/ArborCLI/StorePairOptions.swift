@@ -61,7 +61,11 @@ public struct StorePairOptions: ParsableArguments {
                 try? await target.close()
                 throw error
             }
-            try await source.close()
+            // Both, whichever fails: a source that fails to close leaves the target open otherwise.
+            do { try await source.close() } catch {
+                try? await target.close()
+                throw error
+            }
             try await target.close()
             return value
         } catch {

@@ -513,7 +513,9 @@ extension GarbageCollectionTests {
             try await _Concurrency.Task.sleep(for: .milliseconds(200))
             paused.release()
             await #expect { try await exchange.value } throws: { error in
+                // With why: the adapter's error from the last attempt.
                 (error as? ArborError)?.code == .connection && "\(error)".contains("could not claim the target, or renew its claim")
+                    && (error as? ArborError)?.message.contains("the connection dropped") == true
             }
             #expect(try await backend.ref(RefName.heads) == nil)
         }

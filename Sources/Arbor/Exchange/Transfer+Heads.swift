@@ -79,10 +79,10 @@ extension Transfer {
             // Before every swap (contention can retry for long): a collection may have removed
             // what the copy found present or wrote, and the heads must not name it. Run again,
             // the exchange copies what is gone.
-            if let claim, claim.mayHaveLapsed {
+            if let claim, let lapse = claim.lapse {
                 throw ArborError(
-                    .connection, "the exchange could not claim the target, or renew its claim, in time: the heads were not moved; run it again",
-                    backend: target.engineName, operation: "exchange")
+                    lapse.code, "the exchange could not claim the target, or renew its claim, in time\(lapse.cause.map { " (\($0.message))" } ?? ""): the heads were not moved; run it again",
+                    backend: target.engineName, operation: "exchange", underlying: lapse.cause)
             }
             if try await target.compareAndSwap(ref: RefName.heads, expected: ref, new: hash) { return heads.sorted() }
             await contention.backOff()

@@ -170,6 +170,8 @@ final class KeptClaim: Sendable {
     /// The exchange's id, the same for every attempt and renewal.
     private let id = TransferReservation.newID()
     private let heartbeat = Mutex<Task<Void, Never>?>(nil)
+    /// Why the last attempt to make or renew the claim failed, if it did: the cause of a lapse.
+    private let lastFailure = Mutex<ArborError?>(nil)
     private let started = ContinuousClock.now
     private let timing: ClaimTiming
 
@@ -215,6 +217,18 @@ final class KeptClaim: Sendable {
     /// made by its delay plus the margin (or one made only after that), or none renewed for the
     /// lapse.
     var mayHaveLapsed: Bool {
+        lapse != nil
+    }
+
+    /// What to say of a claim that ``mayHaveLapsed``: the cause the last failed attempt gave
+    /// (its code, and the adapter's message as the underlying error), or `nil` if none lapsed.
+    var lapse: (code: ArborError.Code, cause: ArborError?)? {
+        guard hasLapsed else { return nil }
+        let cause = lastFailure.withLock { $0 }
+        return (cause?.code ?? .connection, cause)
+    }
+
+    private var hasLapsed: Bool {
         let (reservation, renewed, late) = state.withLock { ($0.reservation, $0.renewed, $0.late) }
         if reservation == nil { return ContinuousClock.now - started >= timing.claimDeadline }
         return late || ContinuousClock.now - renewed >= timing.lapse
@@ -236,7 +250,10 @@ final class KeptClaim: Sendable {
                 let late = ContinuousClock.now - started >= timing.claimDeadline
                 state.withLock { $0 = (reservation, asked, late) }
             }
-        } catch {}
+        } catch {
+            lastFailure.withLock { $0 = error as? ArborError ?? ArborError(.engine, "\(error)") }
+            return state.withLock { $0.reservation != nil }
+        }
         return state.withLock { $0.reservation != nil }
     }
 
