@@ -118,6 +118,34 @@ import Testing
         tally.report()
     }
 
+    /// A branch that files the empty leaf (the empty tree's) in the middle of its level: a
+    /// commit whose edits reach it is refused. It used to hand that leaf every edit after it,
+    /// writing an index that held a record twice.
+    @Test func aCommitThroughAnEmptyLeafFiledMidLevelIsRefused() async throws {
+        let seed = try await Self.seed()
+        var root = try IndexNode.decode(try #require(seed.objects[seed.path[2]]))
+        try #require(root.level == 1 && root.entries.count > 2)
+        let firstKey = root.entries[0].key
+        guard case .node(let secondLeaf, _) = root.entries[1].payload else { Issue.record("not a branch"); return }
+        let secondLeafBytes = try #require(seed.objects[secondLeaf])
+        let nextKey = try #require(try IndexNode.decode(secondLeafBytes).entries.first?.key)
+        root.entries[0].payload = .node(Store.emptyRoot.hash, count: 0)
+        let (objects, heads) = Self.relink(seed, victim: seed.path[2], path: Array(seed.path.prefix(2)), bytes: root.encoded())
+        let backend = MemoryBackend()
+        try await backend.put(objects.map { ($0.key, $0.value) })
+        _ = try await backend.compareAndSwap(ref: RefName.heads, expected: nil, new: heads)
+        let store = Store(backend: backend, configuration: .init(replica: "hostile", clock: TickClock().read))
+        // One edit filed under the emptied entry, one under the next: the empty leaf took both,
+        // in order, and the next leaf kept its own copy of the second.
+        var changes = ChangeSet()
+        try changes.save(Record(key: try RecordKey(indexBytes: firstKey[...]), properties: ["n": .int(1)]))
+        try changes.save(Record(key: try RecordKey(indexBytes: nextKey[...]), properties: ["n": .int(2)]))
+        await #expect { try await store.commit(changes) } throws: { error in
+            (error as? ArborError)?.code == .corruptObject && "\(error)".contains("empty but not the last")
+        }
+        #expect(try await backend.ref(RefName.heads) == heads)
+    }
+
     /// A leaf whose keys are out of order, correctly hashed: an exchange and a migration refuse
     /// it, naming it, as a read does, and leave the target without refs; `verify` reports it.
     @Test func aNodeWithKeysOutOfOrderIsRefusedByExchangeAndVerifyAlike() async throws {

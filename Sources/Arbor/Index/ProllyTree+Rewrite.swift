@@ -30,6 +30,13 @@ extension ProllyTree {
                 let node = cursor.node
                 removed.append((node.count == 0 ? nil : node.key(at: node.count - 1), cursor.nodeHash))
                 let isLast = !cursor.hasNext
+                // An empty node is the empty tree's one leaf, last of its level; filed anywhere
+                // else (a damaged or hostile tree), it would take edits that belong further on.
+                if node.count == 0 && !isLast {
+                    throw ArborError(
+                        .corruptObject, "malformed index: node \(cursor.nodeHash) is empty but not the last of level \(level)",
+                        backend: source.backend.engineName, operation: "edit")
+                }
                 let lastEndsNode = node.count > 0 && node.endsNode(node.count - 1)
                 var position = 0
                 func copyOld(upTo end: Int) throws {
@@ -40,7 +47,7 @@ extension ProllyTree {
                 }
                 // Edits up to this node's last key belong here; past the level's last key, all do
                 // (and an empty leaf, which only the empty tree has, takes them all).
-                let bounded = !isLast && node.count > 0
+                let bounded = !isLast
                 while next < edits.count, !bounded || node.compareKey(node.count - 1, to: edits[next].key) >= 0 {
                     let (found, isEqual) = node.lowerBound(edits[next].key)
                     try copyOld(upTo: max(found, position))
