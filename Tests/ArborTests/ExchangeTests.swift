@@ -501,6 +501,44 @@ import Testing
         #expect(try await source.migrate(to: still, latestOnly: latestOnly).sourceChangedSinceCopy == false)
     }
 
+    /// A head left behind (a branch nobody builds on, as a manual merge leaves) used to make
+    /// every exchange into the store walk its history back to that head's time, to see whether
+    /// the incoming versions build on it: one commit brought in read hundreds.
+    @Test func anExchangeIntoAStoreWithAHeadLeftBehindReadsWhatChanged() async throws {
+        let counting = CountingBackend()
+        let clock = TickClock()
+        let target = Store(backend: counting, configuration: .init(replica: "target", clock: clock.read))
+        let base = try await target.save(Task(id: "base", title: "base", done: false))
+        var aside = ChangeSet()
+        try aside.save(Task(id: "aside", title: "left behind", done: false))
+        let leftBehind = try await target.commit(aside, message: "aside", parents: [base.id])
+        var tip = base
+        for index in 0..<150 {
+            var changes = ChangeSet()
+            try changes.save(Task(id: "main", title: "step \(index)", done: false))
+            tip = try await target.commit(changes, message: "step \(index)", parents: [tip.id])
+        }
+        #expect(Set(try await target.heads().map(\.id)) == [leftBehind.id, tip.id])
+        let source = Store(backend: MemoryBackend(), configuration: .init(replica: "source", clock: clock.read))
+        try await target.exchange(to: source)
+        var changes = ChangeSet()
+        try changes.save(Task(id: "main", title: "one more", done: false))
+        let newer = try await source.commit(changes, message: "one more", parents: [tip.id])
+        counting.reset()
+        try await source.exchange(to: target)
+        #expect(Set(try await target.heads().map(\.id)) == [leftBehind.id, newer.id])
+        #expect(counting.objectsRead < 40, "the exchange read \(counting.objectsRead) objects of the target")
+        // A version the target had, sent back as a head (a replica behind), is still seen to be
+        // an ancestor: the heads do not change.
+        let behind = Store(backend: MemoryBackend(), configuration: .init(replica: "behind", clock: clock.read))
+        try await target.exchange(to: behind)
+        let stale = try HeadSet.encode([tip.id])
+        try await behind.backend.put([(Hash.of(stale), stale)])
+        #expect(try await behind.backend.compareAndSwap(ref: RefName.heads, expected: try await headsRef(behind), new: Hash.of(stale)))
+        try await behind.exchange(to: target)
+        #expect(Set(try await target.heads().map(\.id)) == [leftBehind.id, newer.id])
+    }
+
     @Test func migrateRefusesATargetWithVersionsAndLeavesIt() async throws {
         try await withStores(.memory, .memory) { stores in
             try await fill(stores[0])

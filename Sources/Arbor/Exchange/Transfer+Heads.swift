@@ -43,9 +43,11 @@ extension Transfer {
     /// moved, a concurrent writer may also have built on a copied head (only a head that came
     /// since the start can: the target lacked the copied versions then), and that is checked.
     ///
-    /// - Complexity: O(v) commit reads for the `v` versions of the target newer than the oldest
-    ///   head involved that the target already had; none when the target had none of them. Once
-    ///   the heads moved, also the versions of heads that came since, back to the oldest copied head.
+    /// - Complexity: none when the copied history builds only on the target's heads and brings
+    ///   no other version it had (an exchange from a replica ahead), however old its heads;
+    ///   otherwise O(v) commit reads for the `v` versions of the target newer than the oldest
+    ///   head involved. Once the heads moved, also the versions of heads that came since, back to
+    ///   the oldest copied head.
     func adoptHeads(
         _ incoming: [Hash], copied: Set<Hash>, missing: Set<Hash>, boundary: Set<Hash>, start: (ref: Hash?, heads: Set<Hash>)
     ) async throws -> [Hash] {
@@ -60,7 +62,17 @@ extension Transfer {
             // Once the heads moved, a concurrent writer (another exchange) may have landed part
             // of the copied history as heads, or built on a copied head.
             let raced = ref != start.ref && !copied.isEmpty
-            let ancestors = try await Transfer.ancestors(among: candidates, of: candidates, walkingAlso: boundary, reader: &reader, commits: &commits)
+            let ancestors: Set<Hash>
+            if ref == start.ref && boundary.isSubset(of: current) && candidates.isSubset(of: current) {
+                // The copied history met the target only at its heads, and brought no head the
+                // target had but as a head (nor had it landed objects without their heads):
+                // no version it holds builds on a head, so a head is an ancestor of what came
+                // only if that history built on it. No walk: a head left behind long ago (a
+                // branch nobody builds on) would otherwise have every exchange walk back to it.
+                ancestors = Set(current).intersection(boundary)
+            } else {
+                ancestors = try await Transfer.ancestors(among: candidates, of: candidates, walkingAlso: boundary, reader: &reader, commits: &commits)
+            }
             // A copied version that is not an incoming head is an ancestor of one, whoever made
             // it a head: a concurrent writer, or a damaged target whose heads named a version
             // it lacked (a collection that removed it under a slow writer). The walk above
