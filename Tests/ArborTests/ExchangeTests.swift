@@ -290,6 +290,25 @@ import Testing
         }
     }
 
+    /// A migration run again on its finished copy verifies it whole: its progress used to be
+    /// measured against the objects that run copied (none), so it showed 100% at once.
+    @Test func aVerificationRunAgainMeasuresItsProgressAgainstTheWholeTarget() async throws {
+        let source = Store(backend: MemoryBackend(), configuration: .init(replica: "source"))
+        try await fill(source, tasks: 300, commits: 3)
+        let targetBackend = MemoryBackend()
+        try await source.migrate(to: Store(backend: targetBackend))
+        let reports = Mutex([TransferProgress]())
+        let again = try await source.migrate(to: Store(backend: SlowEnumerationBackend(targetBackend))) { progress in
+            reports.withLock { $0.append(progress) }
+        }
+        let verifying = reports.withLock { $0 }.filter { $0.phase == .verifying }
+        #expect(verifying.count >= 3, "\(verifying.count) reports")
+        for report in verifying where report.objects < again.objectsChecked {
+            #expect(report.fractionDone < 1, "\(report.objects) of \(again.objectsChecked) objects at \(report.fractionDone)")
+        }
+        #expect(verifying.last?.fractionDone == 1)
+    }
+
     /// The verification's check that every name resolves finds a missing object whether it
     /// keeps everything in memory or, past its limit, asks the store.
     @Test(arguments: [1_000_000, 6, 3])
@@ -983,6 +1002,19 @@ extension Array {
         var result = [T]()
         for element in self { result.append(try await transform(element)) }
         return result
+    }
+}
+
+/// Forwards to a backend whose enumeration of objects comes in batches of 50, 120 ms apart:
+/// long enough for progress reports in between.
+final class SlowEnumerationBackend: ForwardingBackend {
+    let inner: any Backend
+    init(_ inner: any Backend) { self.inner = inner }
+    func enumerateObjects(batchSize: Int, _ body: ([(hash: Hash, bytes: [UInt8])]) async throws -> Void) async throws {
+        try await inner.enumerateObjects(batchSize: 50) { batch in
+            try await _Concurrency.Task.sleep(for: .milliseconds(120))
+            try await body(batch)
+        }
     }
 }
 

@@ -15,10 +15,18 @@ struct MigrationCheck {
 
     /// Proves the copy `report` describes, and records the proof in it. `progress` hears of the
     /// objects checked (``TransferProgress/Phase/verifying``), the fraction done measured against
-    /// the objects the copy wrote.
+    /// the objects the copy wrote, or those the target holds when it did not start empty.
     func run(_ report: inout MigrationReport, progress: TransferProgressHandler? = nil) async throws {
         let started = ContinuousClock.now
-        let meter = Meter(progress: progress, started: started, versions: report.exchange.versions, expected: report.exchange.objects + 1)  // and the head set
+        // Into a target that started empty, what the copy wrote (and the head set) is all there
+        // is; otherwise (a copy resumed, or verified again) the target's objects are counted
+        // first, so that the progress tells the truth: one pass over hashes alone.
+        var expected = report.exchange.objects + 1
+        if record == nil, progress != nil {
+            expected = 0
+            try await target.enumerateHashes(batchSize: 16_384) { expected += $0.count }
+        }
+        let meter = Meter(progress: progress, started: started, versions: report.exchange.versions, expected: expected)
         // Said at once, before any request: the copy is done and its heads are set (a command
         // interrupted from now on has nothing to resume).
         meter.report(Pass(), force: true)
