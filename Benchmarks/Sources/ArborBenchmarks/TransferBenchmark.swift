@@ -139,8 +139,8 @@ struct TransferBenchmark {
 
     /// Exchanges between two stores already in sync, every request to either counted.
     private func inSyncCheck(from: String, to: String, label: String) async throws {
-        let sourceBackend = RequestCountingBackend(try openBackend(try StoreLocation(parsing: from), create: false))
-        let targetBackend = RequestCountingBackend(try openBackend(try StoreLocation(parsing: to), create: false))
+        let sourceBackend = RequestCountingBackend(try await openBackend(try StoreLocation(parsing: from), create: false))
+        let targetBackend = RequestCountingBackend(try await openBackend(try StoreLocation(parsing: to), create: false))
         let source = Store(backend: sourceBackend, configuration: .init(replica: "bench"))
         let target = Store(backend: targetBackend, configuration: .init(replica: "bench"))
         let report = try await source.exchange(to: target)
