@@ -84,6 +84,43 @@ import Testing
         #expect(try await store.heads().count == 2)
     }
 
+    /// The last marking after the sweep is what writes back an object a writer re-used during
+    /// the grace period; one failed read of the refs there used to end the collection with the
+    /// removed bytes dropped, and the writer's version missing an object for good. Now that
+    /// marking is tried again; also, the report counts what was written back as not removed.
+    @Test func aLastMarkingThatFailsOnceIsTriedAgainAndWritesBack() async throws {
+        let inner = MemoryBackend()
+        let scratch = Store(backend: inner)
+        let orphan = try await scratch.save(Task(id: "again", title: "same content", done: false))
+        #expect(try await inner.compareAndSwap(ref: RefName.heads, expected: try await inner.ref(RefName.heads), new: nil))
+        let reusing = ReusingCommitBackend(inner)
+        let backend = FlakyRefsBackend(reusing)
+        let store = Store(backend: backend)
+        try await store.save(Task(id: "kept", title: "kept", done: true))
+        let landed = Mutex<_Concurrency.Task<Void, any Error>?>(nil)
+        reusing.onDelete = { deleted in
+            guard deleted.contains(orphan.root) else { return }
+            // A writer that found the orphan's index present lands during the grace period,
+            // after the marking right after the batch; the second read of the refs after it
+            // (the last marking's: the first reads the claims) fails.
+            landed.withLock { $0 = _Concurrency.Task.detached {
+                try await _Concurrency.Task.sleep(for: .milliseconds(30))
+                var content = orphan.content
+                content.parents = []
+                let bytes = content.encoded()
+                try await inner.put([(Hash.of(bytes), bytes)])
+                try await store.updateHeads(removing: [], adding: Hash.of(bytes))
+                backend.failing(readsAfterNow: [2])
+            } }
+        }
+        let report = try await store.collectGarbage(gracePeriod: .milliseconds(300))
+        if let writer = landed.withLock({ $0 }) { try await writer.value } else { Issue.record("no writer landed") }
+        #expect(backend.failed == 1)
+        #expect(report.rescued >= 1 && report.removedObjects >= 0)
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage)")
+    }
+
     /// A version no ref reaches, made on `backend` by another store: `count` tasks, each with
     /// a title of `titleSize` characters (over 1,024 makes each record a blob). Returns the
     /// version and its objects by kind.
@@ -356,6 +393,26 @@ final class CancellationRefusingBackend: ForwardingBackend {
 }
 
 /// Runs a closure after each delete, as a writer racing a collection would.
+/// Forwards to a backend, failing the reads of the refs it is told to, counted from a moment.
+final class FlakyRefsBackend: ForwardingBackend {
+    let inner: any Backend
+    private let state = Mutex((reads: 0, failing: Set<Int>(), failed: 0))
+    init(_ inner: any Backend) { self.inner = inner }
+    /// Fails the reads numbered `reads` (1: the next one) from now on.
+    func failing(readsAfterNow reads: Set<Int>) { state.withLock { $0 = (0, reads, $0.failed) } }
+    var failed: Int { state.withLock { $0.failed } }
+    func refs() async throws -> [String: Hash] {
+        let fails = state.withLock { state in
+            state.reads += 1
+            guard state.failing.contains(state.reads) else { return false }
+            state.failed += 1
+            return true
+        }
+        if fails { throw ArborError(.connection, "the connection dropped reading the refs", backend: engineName, operation: "refs") }
+        return try await inner.refs()
+    }
+}
+
 final class ReusingCommitBackend: ForwardingBackend {
     let inner: any Backend
     nonisolated(unsafe) var onDelete: ([Hash]) async throws -> Void = { _ in }

@@ -258,6 +258,29 @@ import Testing
         }
     }
 
+    /// A damaged object file nothing reaches is garbage: gc removes it with the rest. The JSON
+    /// adapter refuses to read it, and that used to stop every collection of the store, while
+    /// `verify` said the store was intact.
+    @Test func aDamagedObjectNothingReachesIsCollected() async throws {
+        try await withStore { path, store, version in
+            // The first version becomes garbage once the heads name only a second, without parents.
+            var changes = ChangeSet()
+            try changes.save(Task(id: "t", title: "second", done: true))
+            let second = try await store.commit(changes, message: "apart", parents: [])
+            let head = try await store.backend.ref(RefName.heads)
+            let set = try HeadSet.encode([second.id])
+            try await store.backend.put([(Hash.of(set), set)])
+            #expect(try await store.backend.compareAndSwap(ref: RefName.heads, expected: head, new: Hash.of(set)))
+            let file = objectFile(path, version.id)
+            try Data("damaged".utf8).write(to: URL(fileURLWithPath: file))
+            let report = try await fresh(path).collectGarbage(gracePeriod: .zero)
+            #expect(report.removedObjects >= 1)
+            #expect(!FileManager.default.fileExists(atPath: file))
+            #expect(try await fresh(path).verify().isIntact)
+            #expect(try await fresh(path).value(Task.self, id: "t")?.title == "second")
+        }
+    }
+
     @Test func damagedFilesAreNamedInErrors() async throws {
         try await withStore { path, _, version in
             let file = objectFile(path, version.root)

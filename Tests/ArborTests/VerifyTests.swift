@@ -38,6 +38,16 @@ import Testing
 
     /// Verify and gc read large records about 16 MB at a time, however many a group of leaves
     /// names: they used to read every blob below up to 1,024 leaves at once.
+    /// A version named by a ref besides the heads (a tag on the head) is one version: it was
+    /// counted, and checked, once per name.
+    @Test func aVersionNamedTwiceIsCountedOnce() async throws {
+        let store = Store(backend: MemoryBackend())
+        let version = try await store.save(Task(id: "t", title: "tagged", done: false))
+        #expect(try await store.backend.compareAndSwap(ref: "tags/v1", expected: nil, new: version.id))
+        let report = try await store.verify()
+        #expect(report.isIntact && report.versions == 1, "\(report.versions) versions")
+    }
+
     @Test func largeRecordsAreReadInRequestsOfBoundedSize() async throws {
         let size = 1 << 20
         let (store, backend) = try await storeOfLargeRecords(count: 40, size: size)

@@ -102,6 +102,7 @@ extension Store {
             // store later (it claims only once it has run for a while), so the last marking waits
             // for the exchanges claiming the store after the batch or after the grace period.
             var claimants: Set<String>?
+            var rescuedBytes = 0
             do {
                 report.stoppedForExchange = try await !TransferReservation.live(on: backend).isEmpty
                 let batches = report.stoppedForExchange ? [] : try await topDown(candidates).chunks(of: max(sweepBatch, 1))
@@ -112,12 +113,14 @@ extension Store {
                     report.keptLate += chunk.count - batch.count
                     guard !batch.isEmpty else { continue }
                     // Kept before the delete: one that fails partway may have removed some.
-                    for (hash, bytes) in batch { removed[hash] = bytes }
+                    // (Not an object that does not match its hash: there is nothing to write back.)
+                    for (hash, bytes) in batch { if let bytes { removed[hash] = bytes } }
                     try await backend.delete(batch.map(\.hash))
                     forgetCached(batch.map(\.hash))
-                    report.removedBytes += batch.reduce(0) { $0 + $1.bytes.count }
+                    report.removedBytes += batch.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
                     report.removedObjects += batch.count
-                    report.rescued += try await rescue(&walk, from: &removed)
+                    let written = try await rescue(&walk, from: &removed)
+                    (report.rescued, rescuedBytes) = (report.rescued + written.objects, rescuedBytes + written.bytes)
                     let live = try await TransferReservation.live(on: backend)
                     if !live.isEmpty {
                         claimants = live
@@ -134,48 +137,75 @@ extension Store {
                 // run in a task of its own, so that a cancelled collection still waits and still
                 // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
                 let restart = stopped != nil
-                let (marked, rescued, gone) = try await Task.detached { [self, walk, removed, claimants] in
+                let (marked, rescued, gone, unwritten) = await Task.detached { [self, walk, removed, claimants] in
                     try? await Task.sleep(for: gracePeriod)
                     var walk = walk, removed = removed
                     // A marking an error stopped midway left objects counted as reached whose
                     // links were never followed: mark again from scratch.
                     if restart { walk = .sweepMarking(backend) }
-                    var rescued = 0
-                    // Also the exchanges claiming the store now: one claims only once it has run
-                    // for its delay (Store.Configuration.exchangeClaimDelay), and may have found
-                    // objects of a batch present before it did.
-                    var awaited = (claimants ?? []).union(await claimsNow())
-                    var failedReads = 0
+                    var rescued = (objects: 0, bytes: 0)
+                    func markAndWriteBack() async throws {
+                        let written = try await rescue(&walk, from: &removed)
+                        rescued = (rescued.objects + written.objects, rescued.bytes + written.bytes)
+                    }
+                    // The exchanges claiming the store after the batch, and those claiming it now:
+                    // one claims only once it has run for its delay (Store.Configuration.
+                    // exchangeClaimDelay), and may have found objects of a batch present before
+                    // it did. Claims that cannot be read count as live until a claim's lifetime
+                    // has passed since they were last read: none made before can be live then.
+                    var awaited = claimants ?? []
+                    var claimsRead = false
+                    var lastRead = ContinuousClock.now
                     let waitStarted = ContinuousClock.now
-                    while !awaited.isEmpty, failedReads < 40 {
+                    while true {
+                        if let live = try? await TransferReservation.live(on: backend) {
+                            awaited = claimsRead ? awaited.intersection(live) : awaited.union(live)
+                            (claimsRead, lastRead) = (true, .now)
+                        } else if ContinuousClock.now - lastRead >= TransferReservation.lifetime {
+                            break
+                        }
+                        if claimsRead && awaited.isEmpty { break }
                         // Marking as the exchanges land writes back what each needs as soon as
                         // its heads move, not only once the last is done. A marking that fails
                         // (a dropped connection) is done again from scratch: one cut short leaves
                         // objects counted as reached whose links were never followed.
-                        do {
-                            rescued += try await rescue(&walk, from: &removed)
-                        } catch {
-                            walk = .sweepMarking(backend)
-                        }
+                        do { try await markAndWriteBack() } catch { walk = .sweepMarking(backend) }
                         // Often at first, when most exchanges end; then once a second.
                         try? await Task.sleep(for: ContinuousClock.now - waitStarted < .seconds(10) ? .milliseconds(250) : .seconds(1))
-                        if let live = try? await TransferReservation.live(on: backend) {
-                            awaited.formIntersection(live)
-                            failedReads = 0
-                        } else {
-                            failedReads += 1
+                    }
+                    // The last marking must happen: without it, what a writer re-used stays
+                    // removed. Tried again from scratch for a claim's lifetime.
+                    var failure: (any Error)?
+                    let deadline = ContinuousClock.now + TransferReservation.lifetime
+                    while true {
+                        do {
+                            try await markAndWriteBack()
+                            failure = nil
+                            break
+                        } catch {
+                            failure = error
+                            walk = .sweepMarking(backend)
+                            if ContinuousClock.now >= deadline { break }
+                            try? await Task.sleep(for: .seconds(1))
                         }
                     }
-                    rescued += try await rescue(&walk, from: &removed)
-                    return (walk, rescued, Array(removed.keys))
+                    return (walk, rescued, Array(removed.keys), failure.map { ($0, removed.count) })
                 }.value
                 walk = marked
-                report.rescued += rescued
-                report.removedObjects -= report.rescued
+                report.rescued += rescued.objects
+                rescuedBytes += rescued.bytes
                 // Again: a read that fetched an object just before its batch was deleted may have
                 // cached it since.
                 forgetCached(gone)
+                if let (error, count) = unwritten {
+                    let code = (error as? ArborError)?.code ?? .engine
+                    throw ArborError(
+                        code, "the collection could not mark the store once more after its sweep, to write back what writers re-used (\(count) removed objects were not checked)\(stopped.map { "; it had stopped: \($0)" } ?? ""); run `verify`, which names any object missing",
+                        backend: backend.engineName, operation: "gc", underlying: error)
+                }
             }
+            report.removedObjects -= report.rescued
+            report.removedBytes -= rescuedBytes
             if let stopped { throw stopped }
         }
         report.reachableObjects = walk.reached.count
@@ -183,27 +213,36 @@ extension Store {
         return report
     }
 
-    /// The exchanges claiming the store now: read again for a while when the read fails, and
-    /// taken as none after that.
-    private func claimsNow() async -> Set<String> {
-        for _ in 0..<40 {
-            if let live = try? await TransferReservation.live(on: backend) { return live }
-            try? await Task.sleep(for: .milliseconds(250))
-        }
-        return []
-    }
-
     /// `hashes` with their bytes (those no longer there left out), in the order a sweep removes
     /// them: whatever names an object before it — head sets, then versions newest first (a
     /// version is newer than its parents), index nodes from the top level down, blobs last. So a
     /// sweep interrupted at any point leaves whole whatever it has not removed: an exchange that
     /// finds an object present takes everything it names to be there too.
-    private func topDown(_ hashes: [Hash]) async throws -> [(hash: Hash, bytes: [UInt8])] {
+    ///
+    /// An object that does not match its hash (an adapter that checks, as JSON does, refuses to
+    /// read it) comes first (it may name others), without bytes: garbage all the same, which
+    /// must not stop the sweep, and nothing to write back.
+    private func topDown(_ hashes: [Hash]) async throws -> [(hash: Hash, bytes: [UInt8]?)] {
         // Ranked by kind, then within it: versions by time, newest first; nodes by level, top first.
-        var ranked = [(rank: (kind: Int, order: UInt64, counter: UInt32), hash: Hash, bytes: [UInt8])]()
+        var ranked = [(rank: (kind: Int, order: UInt64, counter: UInt32), hash: Hash, bytes: [UInt8]?)]()
         ranked.reserveCapacity(hashes.count)
         for chunk in hashes.chunks(of: Transfer.requestSize) {
-            for (hash, bytes) in try await backend.get(chunk) {
+            let fetched: [Hash: [UInt8]]
+            do {
+                fetched = try await backend.get(chunk)
+            } catch let error as ArborError where error.code == .corruptObject {
+                // One at a time, to tell the damaged ones from the rest.
+                var one = [Hash: [UInt8]]()
+                for hash in chunk {
+                    do {
+                        one.merge(try await backend.get([hash])) { $1 }
+                    } catch let error as ArborError where error.code == .corruptObject {
+                        ranked.append(((-1, 0, 0), hash, nil))
+                    }
+                }
+                fetched = one
+            }
+            for (hash, bytes) in fetched {
                 let links = try? ObjectLinks(bytes)
                 let rank: (kind: Int, order: UInt64, counter: UInt32) = switch links?.kind {
                 case .headSet?: (0, 0, 0)
@@ -231,18 +270,20 @@ extension Store {
 
     /// Marks again from the refs; writes back every removed object the refs now reach, with the
     /// removed objects below it, and marks what is still there below them reached, so that no
-    /// later batch removes it. Returns how many were written back.
-    private func rescue(_ walk: inout IntegrityWalk, from removed: inout [Hash: [UInt8]]) async throws -> Int {
+    /// later batch removes it. Returns how many were written back, and their bytes.
+    private func rescue(_ walk: inout IntegrityWalk, from removed: inout [Hash: [UInt8]]) async throws -> (objects: Int, bytes: Int) {
         try await walk.run(countingUnreachable: false)
         // Every object found missing, not only those a report lists.
         var restore = walk.takeMissing().filter { removed[$0] != nil }
         var rescued = [Hash]()
+        var bytes = 0
         while !restore.isEmpty {
             let objects = restore.compactMap { hash in removed[hash].map { (hash, $0) } }
             try await backend.put(objects)
             // Only now: a put that fails leaves them to be written back by a later marking.
             for (hash, _) in objects { removed[hash] = nil }
             rescued += objects.map(\.0)
+            bytes += objects.reduce(0) { $0 + $1.1.count }
             // The walk could not read below them. What they name is written back if it was
             // removed, else marked reached and followed.
             var named = objects.flatMap { (try? ObjectLinks($0.1).all) ?? [] }
@@ -257,6 +298,6 @@ extension Store {
             }
         }
         walk.clearMissing(rescued)
-        return rescued.count
+        return (rescued.count, bytes)
     }
 }

@@ -221,8 +221,9 @@ struct IntegrityWalk: Sendable {
             }
         }
 
-        // The history, generation by generation; then every version's index.
-        var frontier = heads
+        // The history, generation by generation; then every version's index. (A version named
+        // by two refs, or by a ref and the head set, is one version.)
+        var frontier = Array(Set(heads)).sorted()
         var roots = [(version: Hash, root: Hash, records: UInt64)]()
         var seenVersions = Set(heads)
         while !frontier.isEmpty {
