@@ -58,24 +58,35 @@ import Testing
         #expect(try await backend.contains([BackendContractTests.object(1).hash]).count == 1)
     }
 
-    @Test func anObjectACommitReusesDuringTheSweepIsWrittenBack() async throws {
-        // A garbage node: the index of a version that no ref reaches any more.
+    /// A store on `backend(inner)` holding one version, and on `inner` a version of one record
+    /// that no ref reaches (garbage), with a function that lands, as a writer that found the
+    /// garbage's index present would, a version whose index is that very node.
+    private func storeWithReusableGarbage<B: Backend>(
+        _ backend: (MemoryBackend) -> B
+    ) async throws -> (orphan: Version, store: Store, backend: B, reuse: @Sendable () async throws -> Void) {
         let inner = MemoryBackend()
-        let scratch = Store(backend: inner)
-        let orphan = try await scratch.save(Task(id: "again", title: "same content", done: false))
+        let orphan = try await Store(backend: inner).save(Task(id: "again", title: "same content", done: false))
         #expect(try await inner.compareAndSwap(ref: RefName.heads, expected: try await inner.ref(RefName.heads), new: nil))
-        let backend = ReusingCommitBackend(inner)
-        let store = Store(backend: backend)
+        let wrapped = backend(inner)
+        let store = Store(backend: wrapped)
         try await store.save(Task(id: "kept", title: "kept", done: true))
-        // When gc deletes the orphan's root, a commit that had found it present (content
-        // addressing) moves the heads to a version whose index is that very node.
-        backend.onDelete = { deleted in
-            guard deleted.contains(orphan.root) else { return }
+        return (orphan, store, wrapped, {
             var content = orphan.content
             content.parents = []
             let bytes = content.encoded()
             try await inner.put([(Hash.of(bytes), bytes)])
             try await store.updateHeads(removing: [], adding: Hash.of(bytes))
+        })
+    }
+
+    @Test func anObjectACommitReusesDuringTheSweepIsWrittenBack() async throws {
+        // A garbage node: the index of a version that no ref reaches any more. When gc deletes
+        // it, a commit that had found it present (content addressing) moves the heads to a
+        // version whose index is that very node.
+        let (orphan, store, backend, reuse) = try await storeWithReusableGarbage { ReusingCommitBackend($0) }
+        backend.onDelete = { deleted in
+            guard deleted.contains(orphan.root) else { return }
+            try await reuse()
         }
         let report = try await store.collectGarbage(gracePeriod: .milliseconds(10))
         #expect(report.rescued >= 1)
@@ -89,14 +100,8 @@ import Testing
     /// removed bytes dropped, and the writer's version missing an object for good. Now that
     /// marking is tried again; also, the report counts what was written back as not removed.
     @Test func aLastMarkingThatFailsOnceIsTriedAgainAndWritesBack() async throws {
-        let inner = MemoryBackend()
-        let scratch = Store(backend: inner)
-        let orphan = try await scratch.save(Task(id: "again", title: "same content", done: false))
-        #expect(try await inner.compareAndSwap(ref: RefName.heads, expected: try await inner.ref(RefName.heads), new: nil))
-        let reusing = ReusingCommitBackend(inner)
-        let backend = FlakyRefsBackend(reusing)
-        let store = Store(backend: backend)
-        try await store.save(Task(id: "kept", title: "kept", done: true))
+        let (orphan, store, backend, reuse) = try await storeWithReusableGarbage { FlakyRefsBackend(ReusingCommitBackend($0)) }
+        let reusing = try #require(backend.inner as? ReusingCommitBackend)
         let landed = Mutex<_Concurrency.Task<Void, any Error>?>(nil)
         reusing.onDelete = { deleted in
             guard deleted.contains(orphan.root) else { return }
@@ -105,11 +110,7 @@ import Testing
             // (the last marking's: the first reads the claims) fails.
             landed.withLock { $0 = _Concurrency.Task.detached {
                 try await _Concurrency.Task.sleep(for: .milliseconds(30))
-                var content = orphan.content
-                content.parents = []
-                let bytes = content.encoded()
-                try await inner.put([(Hash.of(bytes), bytes)])
-                try await store.updateHeads(removing: [], adding: Hash.of(bytes))
+                try await reuse()
                 backend.failing(readsAfterNow: [2])
             } }
         }
