@@ -95,6 +95,34 @@ import Testing
         #expect(try await store.heads().count == 2)
     }
 
+    /// What a collection writes back goes children first, in one put: it used to put the top of
+    /// a re-used index first and what it names at the next pass, so for a moment a node was
+    /// present without its children, which an exchange takes to be there.
+    @Test func whatIsWrittenBackGoesChildrenFirst() async throws {
+        let inner = MemoryBackend()
+        let scratch = Store(backend: inner)
+        var changes = ChangeSet()
+        for index in 0..<300 { try changes.save(Task(id: "o\(index)", title: "orphan \(index)", done: false)) }
+        let orphan = try await scratch.commit(changes)
+        #expect(try await inner.compareAndSwap(ref: RefName.heads, expected: try await inner.ref(RefName.heads), new: nil))
+        let checking = ClosureCheckingBackend(inner)
+        let backend = ReusingCommitBackend(checking)
+        let store = Store(backend: backend)
+        try await store.save(Task(id: "kept", title: "kept", done: true))
+        backend.onDelete = { deleted in
+            guard deleted.contains(orphan.root) else { return }
+            var content = orphan.content
+            content.parents = []
+            let bytes = content.encoded()
+            try await inner.put([(Hash.of(bytes), bytes)])
+            try await store.updateHeads(removing: [], adding: Hash.of(bytes))
+        }
+        let report = try await store.collectGarbage(gracePeriod: .milliseconds(10))
+        #expect(report.rescued > 10)
+        #expect(checking.violations.isEmpty, "\(checking.violations.count) objects put before what they name")
+        #expect(try await store.verify().isIntact)
+    }
+
     /// The last marking after the sweep is what writes back an object a writer re-used during
     /// the grace period; one failed read of the refs there used to end the collection with the
     /// removed bytes dropped, and the writer's version missing an object for good. Now that
@@ -394,6 +422,25 @@ final class CancellationRefusingBackend: ForwardingBackend {
 }
 
 /// Runs a closure after each delete, as a writer racing a collection would.
+/// Forwards to a backend, and records every object put while something it names is neither
+/// stored nor ahead of it in the same put.
+final class ClosureCheckingBackend: ForwardingBackend {
+    let inner: any Backend
+    private let found = Mutex([Hash]())
+    init(_ inner: any Backend) { self.inner = inner }
+    var violations: [Hash] { found.withLock { $0 } }
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        var ahead = Set<Hash>()
+        for (hash, bytes) in objects {
+            let named = (try? ObjectLinks(bytes).all) ?? []
+            let stored = try await inner.contains(named)
+            if named.contains(where: { !ahead.contains($0) && !stored.contains($0) }) { found.withLock { $0.append(hash) } }
+            ahead.insert(hash)
+        }
+        try await inner.put(objects)
+    }
+}
+
 /// Forwards to a backend, failing the reads of the refs it is told to, counted from a moment.
 final class FlakyRefsBackend: ForwardingBackend {
     let inner: any Backend

@@ -258,6 +258,19 @@ extension Store {
         return ranked.map { ($0.hash, $0.bytes) }
     }
 
+    /// Where an object goes in a write-back: after everything it can name (the reverse of
+    /// ``topDown(_:)``'s order).
+    private static func writeBackRank(_ bytes: [UInt8]) -> (kind: Int, order: UInt64, counter: UInt32) {
+        let links = try? ObjectLinks(bytes)
+        return switch links?.kind {
+        case nil: (0, 0, 0)
+        case .blob?: (1, 0, 0)
+        case .branch?, .leaf?: (2, UInt64(Swift.max(0, links?.level ?? 0)), 0)
+        case .commit?: (3, links?.time.milliseconds ?? 0, links?.time.counter ?? 0)
+        case .headSet?: (4, 0, 0)
+        }
+    }
+
     /// Drops `hashes` from this store's caches, which would otherwise go on answering for what
     /// is gone. Other stores on the same backend (other processes too) are not told: they may
     /// still answer from their caches for objects that were deleted.
@@ -271,32 +284,43 @@ extension Store {
     /// Marks again from the refs; writes back every removed object the refs now reach, with the
     /// removed objects below it, and marks what is still there below them reached, so that no
     /// later batch removes it. Returns how many were written back, and their bytes.
+    ///
+    /// What goes back goes in one put, children first (blobs, index nodes from the leaves up,
+    /// versions oldest first, head sets): written a level at a time from the top, an object would
+    /// be present for a while without what it names, which an exchange takes to be there.
     private func rescue(_ walk: inout IntegrityWalk, from removed: inout [Hash: [UInt8]]) async throws -> (objects: Int, bytes: Int) {
         try await walk.run(countingUnreachable: false)
         // Every object found missing, not only those a report lists.
         var restore = walk.takeMissing().filter { removed[$0] != nil }
-        var rescued = [Hash]()
-        var bytes = 0
+        var closure = [Hash]()
+        var queued = Set(restore)
         while !restore.isEmpty {
-            let objects = restore.compactMap { hash in removed[hash].map { (hash, $0) } }
-            try await backend.put(objects)
-            // Only now: a put that fails leaves them to be written back by a later marking.
-            for (hash, _) in objects { removed[hash] = nil }
-            rescued += objects.map(\.0)
-            bytes += objects.reduce(0) { $0 + $1.1.count }
+            closure += restore
             // The walk could not read below them. What they name is written back if it was
             // removed, else marked reached and followed.
-            var named = objects.flatMap { (try? ObjectLinks($0.1).all) ?? [] }
+            var named = restore.flatMap { (try? ObjectLinks(removed[$0] ?? []).all) ?? [] }
             restore = []
             while !named.isEmpty {
                 let fresh = named.filter { walk.markReached($0) }
-                restore += fresh.filter { removed[$0] != nil }
+                restore += fresh.filter { removed[$0] != nil && queued.insert($0).inserted }
                 named = []
                 for chunk in fresh.filter({ removed[$0] == nil }).chunks(of: Transfer.requestSize) {
                     for bytes in try await backend.get(chunk).values { named += (try? ObjectLinks(bytes).all) ?? [] }
                 }
             }
         }
+        var ranked = [(rank: (kind: Int, order: UInt64, counter: UInt32), hash: Hash, bytes: [UInt8])]()
+        for hash in closure {
+            guard let bytes = removed[hash] else { continue }
+            ranked.append((Self.writeBackRank(bytes), hash, bytes))
+        }
+        ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.hash < $1.hash }
+        let objects: [(hash: Hash, bytes: [UInt8])] = ranked.map { ($0.hash, $0.bytes) }
+        if !objects.isEmpty { try await backend.put(objects) }
+        // Only now: a put that fails leaves them to be written back by a later marking.
+        for (hash, _) in objects { removed[hash] = nil }
+        let rescued = objects.map(\.hash)
+        let bytes = objects.reduce(0) { $0 + $1.bytes.count }
         walk.clearMissing(rescued)
         return (rescued.count, bytes)
     }
