@@ -663,7 +663,8 @@ final class FaultRun: SeededRun {
         let store = stores[storeIndex]
         let sweepBatch = Int.random(in: 1...20, using: &random)
         let done = await attempt("gc of store \(storeIndex) in batches of \(sweepBatch)", involving: [storeIndex]) {
-            try await store.collectGarbage(gracePeriod: .zero, progress: nil, sweepBatch: sweepBatch).stoppedForExchange
+            // A connection that stays down stays down: what gc tries again, it tries for 2 s.
+            try await store.collectGarbage(gracePeriod: .zero, progress: nil, sweepBatch: sweepBatch, patience: .seconds(2)).stoppedForExchange
         }
         try await checkStores([storeIndex], sample: 6)
         // Stopped by the claim of an exchange that failed and could not drop it (a fault struck
@@ -696,7 +697,9 @@ final class FaultRun: SeededRun {
         }
         let sweepBatch = Int.random(in: 1...5, using: &random)
         let done = await attempt("gc of store \(storeIndex) in batches of \(sweepBatch) while \(sets.count) commits land", involving: [storeIndex]) { [sets] in
-            let collection = _Concurrency.Task { try await store.collectGarbage(gracePeriod: .milliseconds(250), progress: nil, sweepBatch: sweepBatch) }
+            let collection = _Concurrency.Task {
+                try await store.collectGarbage(gracePeriod: .milliseconds(250), progress: nil, sweepBatch: sweepBatch, patience: .seconds(2))
+            }
             var outcome = ConcurrentOutcome()
             var parent = head.id
             do {

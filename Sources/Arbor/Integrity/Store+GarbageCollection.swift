@@ -64,8 +64,12 @@ extension Store {
     }
 
     /// ``collectGarbage(gracePeriod:progress:)``, removing `sweepBatch` objects at a time (tests
-    /// use small batches to land a commit between any two).
-    func collectGarbage(gracePeriod: Duration, progress: TransferProgressHandler?, sweepBatch: Int) async throws -> GarbageCollectionReport {
+    /// use small batches to land a commit between any two). After its sweep, calls that fail are
+    /// tried again for `patience` (a claim's lifetime: by then no exchange that could not renew
+    /// its claim moves its heads; tests of a connection that stays down shorten it).
+    func collectGarbage(
+        gracePeriod: Duration, progress: TransferProgressHandler?, sweepBatch: Int, patience: Duration = TransferReservation.lifetime
+    ) async throws -> GarbageCollectionReport {
         let started = ContinuousClock.now
         var walk = IntegrityWalk(backend: backend, progress: progress)
         try await walk.run(countingUnreachable: false)
@@ -158,11 +162,12 @@ extension Store {
                     var lastRead = ContinuousClock.now
                     let waitStarted = ContinuousClock.now
                     while true {
-                        if let live = try? await TransferReservation.live(on: backend) {
+                        do {
+                            let live = try await TransferReservation.live(on: backend)
                             awaited = claimsRead ? awaited.intersection(live) : awaited.union(live)
                             (claimsRead, lastRead) = (true, .now)
-                        } else if ContinuousClock.now - lastRead >= TransferReservation.lifetime {
-                            break
+                        } catch {
+                            if !Self.mayPass(error) || ContinuousClock.now - lastRead >= patience { break }
                         }
                         if claimsRead && awaited.isEmpty { break }
                         // Marking as the exchanges land writes back what each needs as soon as
@@ -174,9 +179,9 @@ extension Store {
                         try? await Task.sleep(for: ContinuousClock.now - waitStarted < .seconds(10) ? .milliseconds(250) : .seconds(1))
                     }
                     // The last marking must happen: without it, what a writer re-used stays
-                    // removed. Tried again from scratch for a claim's lifetime.
+                    // removed. Tried again from scratch, for `patience`.
                     var failure: (any Error)?
-                    let deadline = ContinuousClock.now + TransferReservation.lifetime
+                    let deadline = ContinuousClock.now + patience
                     while true {
                         do {
                             try await markAndWriteBack()
@@ -185,7 +190,7 @@ extension Store {
                         } catch {
                             failure = error
                             walk = .sweepMarking(backend)
-                            if ContinuousClock.now >= deadline { break }
+                            if !Self.mayPass(error) || ContinuousClock.now >= deadline { break }
                             try? await Task.sleep(for: .seconds(1))
                         }
                     }
@@ -256,6 +261,13 @@ extension Store {
         }
         ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.hash < $1.hash }
         return ranked.map { ($0.hash, $0.bytes) }
+    }
+
+    /// Whether trying again may succeed where `error` failed: a dropped connection, a disk
+    /// that was full, an engine that was busy; not a closed store, nor a damaged one.
+    private static func mayPass(_ error: any Error) -> Bool {
+        guard let code = (error as? ArborError)?.code else { return !(error is CancellationError) }
+        return [.connection, .io, .engine].contains(code)
     }
 
     /// Where an object goes in a write-back: after everything it can name (the reverse of
