@@ -159,18 +159,20 @@ enum FileSystem {
         /// would otherwise hold every writer of the store for as long).
         func withLock<R>(timeout: Duration, _ body: () throws -> R) throws -> R {
             let deadline = ContinuousClock.now + timeout
-            var pause = 1_000  // microseconds, doubled up to 50 ms
+            // Short pauses: a waiter that slept long would lose its turn to newcomers, and time
+            // out although no holder kept the lock long.
+            var pause = 200  // microseconds, doubled up to 2 ms
             while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
                 let code = errno
                 if code == EINTR { continue }
                 guard code == EWOULDBLOCK else { throw FileSystem.error("flock", path, errno: code) }
                 guard ContinuousClock.now < deadline else {
                     throw ArborError(
-                        .io, "another process has held the lock on \(path) for longer than \(timeout) (is it stopped, or stuck writing to a failing disk?); nothing was changed",
+                        .io, "could not take the lock on \(path) within \(timeout): another process held it (is it stopped, or stuck writing to a failing disk?), or many took turns; nothing was changed",
                         backend: "json", operation: "lock")
                 }
                 usleep(useconds_t(pause))
-                pause = min(pause * 2, 50_000)
+                pause = min(pause * 2, 2_000)
             }
             defer { flock(descriptor, LOCK_UN) }
             return try body()

@@ -674,15 +674,20 @@ final class LMDBEnvironment: @unchecked Sendable {
     private func remap(to size: Int, probing probeSize: Int, _ operation: String) throws {
         guard let env else { throw closedError(operation) }
         var descriptor: mdb_filehandle_t = -1
-        if probeSize > 0, mdb_env_get_fd(env, &descriptor) == 0 {
-            let probe = mmap(nil, probeSize, PROT_READ, MAP_SHARED, descriptor, 0)
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        // LMDB gives the old map back before it takes the new one: the process needs room for
+        // what the map grows by, which a map of that many bytes of the file proves it has.
+        let growth = probeSize - info.me_mapsize
+        if growth > 0, mdb_env_get_fd(env, &descriptor) == 0 {
+            let probe = mmap(nil, growth, PROT_READ, MAP_SHARED, descriptor, 0)
             guard probe != MAP_FAILED else {
                 let code = errno
                 throw ArborError(
                     .io, "the LMDB map of \(path) cannot grow to \(probeSize) bytes: this process cannot map that much memory (\(String(cString: strerror(code)))); the store is unchanged, and it can be written again once the process has the room (see ulimit -v)",
                     backend: "lmdb", operation: operation)
             }
-            munmap(probe, probeSize)
+            munmap(probe, growth)
         }
         let code = mdb_env_set_mapsize(env, size)
         guard code == 0 else {

@@ -484,6 +484,22 @@ import Testing
             #expect(again.verified && again.exchange.objects == 0)
             #expect(try await target.backend.ref("tags/first") == first.id)
 
+            // Run again after a tag was made on a draft the heads do not reach, built on the
+            // head: the draft is copied before the tag is made, and the head stays a head.
+            let tip = try #require(try await source.heads().first)
+            var changes = ChangeSet()
+            try changes.save(Task(id: "draft", title: "not in the heads", done: false))
+            let headsBefore = try await headsRef(source)
+            let draft = try await source.commit(changes, message: "draft", parents: [tip.id])
+            #expect(try await source.backend.compareAndSwap(ref: RefName.heads, expected: try await headsRef(source), new: headsBefore))
+            #expect(try await source.backend.compareAndSwap(ref: "tags/draft", expected: nil, new: draft.id))
+            let withDraft = try await source.migrate(to: target)
+            #expect(withDraft.verified)
+            #expect(try await target.backend.ref("tags/draft") == draft.id)
+            #expect(try await target.heads().map(\.id) == [tip.id])
+            #expect(try await target.value(Task.self, id: "draft", at: draft.id)?.title == "not in the heads")
+            #expect(try await target.verify().isIntact)
+
             // A target whose tag names another version is not this copy.
             #expect(try await target.backend.compareAndSwap(ref: "tags/first", expected: first.id, new: report.heads[0]))
             await #expect { try await source.migrate(to: target) } throws: { ($0 as? ArborError)?.code == .alreadyExists }

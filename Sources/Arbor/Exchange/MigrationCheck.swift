@@ -21,15 +21,15 @@ struct MigrationCheck {
         // Into a target that started empty, what the copy wrote (and the head set) is all there
         // is; otherwise (a copy resumed, or verified again) the target's objects are counted
         // first, so that the progress tells the truth: one pass over hashes alone.
-        var expected = report.exchange.objects + 1
-        if record == nil, progress != nil {
-            expected = 0
-            try await target.enumerateHashes(batchSize: 16_384) { expected += $0.count }
-        }
-        let meter = Meter(progress: progress, started: started, versions: report.exchange.versions, expected: expected)
+        let meter = Meter(progress: progress, started: started, versions: report.exchange.versions, expected: report.exchange.objects + 1)
         // Said at once, before any request: the copy is done and its heads are set (a command
         // interrupted from now on has nothing to resume).
         meter.report(Pass(), force: true)
+        if record == nil, progress != nil {
+            var expected = 0
+            try await target.enumerateHashes(batchSize: 16_384) { expected += $0.count }
+            meter.expected = expected
+        }
         let targetState = try await Transfer.headState(of: target)
         var allowedNew = Set<Hash>()
         if latestOnly {
@@ -54,6 +54,13 @@ struct MigrationCheck {
             let targetRefs = try await target.refsBesidesClaims()
             if let name = Set(sourceRefs.keys).union(targetRefs.keys).sorted().first(where: { sourceRefs[$0] != targetRefs[$0] }) {
                 throw failure("the ref \(name) names \(targetRefs[name].map(\.description) ?? "nothing") in the target but \(sourceRefs[name].map(\.description) ?? "nothing") in the source")
+            }
+            // And what each names is there (the pass below finds what that names in turn).
+            let named = Array(Set(targetRefs.values))
+            let present = try await target.contains(named)
+            if let name = targetRefs.keys.sorted().first(where: { !present.contains(targetRefs[$0]!) }) {
+                throw ArborError(.missingObject, "verification failed: the ref \(name) names \(targetRefs[name]!), which the target lacks",
+                                 backend: target.engineName, operation: "verify")
             }
         }
 
@@ -99,7 +106,7 @@ struct MigrationCheck {
         let progress: TransferProgressHandler?
         let started: ContinuousClock.Instant
         let versions: Int
-        let expected: Int
+        var expected: Int
         private var last = ContinuousClock.now
 
         init(progress: TransferProgressHandler?, started: ContinuousClock.Instant, versions: Int, expected: Int) {

@@ -114,8 +114,12 @@ extension Transfer {
             }
             let (_, sourceHeads) = try await Transfer.headState(of: source, refs: try await sourceRefs)
             sourceRefsCopied = otherRefs.merging([RefName.heads: sourceHeadsRef]) { $1 }
-            if targetRefs[RefName.heads] == sourceHeadsRef {
-                // Everything the source's refs reach was copied before its heads were set.
+            // In sync; but for other refs whose objects the target lacks (a tag made or moved
+            // since an interrupted copy), which go the copy's way below.
+            let namedByOthers = Array(Set(otherRefs.values))
+            let othersPresent = namedByOthers.isEmpty ? true : try await target.contains(namedByOthers).count == namedByOthers.count
+            if targetRefs[RefName.heads] == sourceHeadsRef, othersPresent {
+                // What the target holds, it holds whole: copies go children first.
                 try await makeRefs(otherRefs, present: targetRefs)
                 report.alreadyInSync = true
                 report.heads = sourceHeads
@@ -132,8 +136,12 @@ extension Transfer {
             try await copyVersions(missing, present: boundary)
             for (hash, bytes) in otherHeadSets { try await writer.add(hash, bytes) }
             try await writer.finish()
+            // A source head the other refs' history builds on (a tag on a draft over it) met the
+            // copy at the boundary without being an ancestor of any incoming head: no source head
+            // is, so none leaves the heads for being there.
             let heads = try await adoptHeads(
-                sourceHeads, copied: Set(missing).intersection(sourceHeads), missing: Set(missing), boundary: boundary,
+                sourceHeads, copied: Set(missing).intersection(sourceHeads), missing: Set(missing),
+                boundary: otherVersions.isEmpty ? boundary : boundary.subtracting(sourceHeads),
                 start: (start.ref, Set(start.heads)))
             try await makeRefs(otherRefs, present: targetRefs)
             await claim?.remove()
