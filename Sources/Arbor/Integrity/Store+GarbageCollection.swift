@@ -203,9 +203,12 @@ extension Store {
                 // cached it since.
                 forgetCached(gone)
                 if let (error, count) = unwritten {
-                    let code = (error as? ArborError)?.code ?? .engine
+                    // Only a task that made a backend call cancel it could cancel the last phase.
+                    if error is CancellationError { throw error }
+                    let cause = (error as? ArborError)?.message ?? "\(error)"
                     throw ArborError(
-                        code, "the collection could not mark the store once more after its sweep, to write back what writers re-used (\(count) removed objects were not checked)\(stopped.map { "; it had stopped: \($0)" } ?? ""); run `verify`, which names any object missing",
+                        (error as? ArborError)?.code ?? .engine,
+                        "the collection could not mark the store once more after its sweep, to write back what writers re-used (\(count) removed objects were not checked): \(cause)\(stopped.map { "; it had stopped: \($0)" } ?? ""); run `verify`, which names any object missing",
                         backend: backend.engineName, operation: "gc", underlying: error)
                 }
             }
