@@ -250,15 +250,14 @@ final class LMDBEnvironment: @unchecked Sendable {
     static func removeFolder(_ path: String) { rmdir(path) }
 
     /// Removes `names` from the folder `path` (and with `folder`, the folder, if that leaves it
-    /// empty), unless a process has the environment there open; whether they were removed.
+    /// empty), unless a process has the environment there open.
     ///
     /// An open environment holds a shared lock on the first byte of `lock.mdb`, so an exclusive
     /// one is had only while none is open; it is held while the files go. Removing a lock file
     /// that another process uses would let the next one make a second, and two lock tables let
     /// two writers into one B-tree at once. This process must have no environment open there
     /// either: closing the descriptor drops every lock the process holds on the file.
-    @discardableResult
-    static func removeUnused(_ names: [String], in path: String, folder: Bool = false) -> Bool {
+    static func removeUnused(_ names: [String], in path: String, folder: Bool = false) {
         let descriptor = openFile(path + "/lock.mdb", O_RDWR | O_CLOEXEC)
         if descriptor >= 0 {
             var lock = flock()
@@ -267,14 +266,13 @@ final class LMDBEnvironment: @unchecked Sendable {
             lock.l_start = 0
             lock.l_len = 1
             defer { closeFile(descriptor) }
-            guard fcntl(descriptor, F_SETLK, &lock) == 0 else { return false }
+            guard fcntl(descriptor, F_SETLK, &lock) == 0 else { return }
             for name in names { unlink(path + "/" + name) }
         } else {
-            guard errno == ENOENT else { return false }
+            guard errno == ENOENT else { return }
             for name in names where name != "lock.mdb" { unlink(path + "/" + name) }
         }
         if folder { rmdir(path) }
-        return true
     }
 
     // MARK: Opening and closing

@@ -18,13 +18,13 @@ struct MigrationCheck {
     /// the objects the copy wrote, or those the target holds when it did not start empty.
     func run(_ report: inout MigrationReport, progress: TransferProgressHandler? = nil) async throws {
         let started = ContinuousClock.now
-        // Into a target that started empty, what the copy wrote (and the head set) is all there
-        // is; otherwise (a copy resumed, or verified again) the target's objects are counted
-        // first, so that the progress tells the truth: one pass over hashes alone.
+        // Into a target that started empty, what the copy wrote (and the head set) is all there is.
         let meter = Meter(progress: progress, started: started, versions: report.exchange.versions, expected: report.exchange.objects + 1)
         // Said at once, before any request: the copy is done and its heads are set (a command
         // interrupted from now on has nothing to resume).
         meter.report(Pass(), force: true)
+        // Otherwise (a copy resumed, or verified again) the target's objects are counted, so that
+        // the progress tells the truth: one pass over hashes alone.
         if record == nil, progress != nil {
             var expected = 0
             try await target.enumerateHashes(batchSize: 16_384) { expected += $0.count }

@@ -117,8 +117,7 @@ extension Transfer {
             // In sync; but for other refs whose objects the target lacks (a tag made or moved
             // since an interrupted copy), which go the copy's way below.
             let namedByOthers = Array(Set(otherRefs.values))
-            let othersPresent = namedByOthers.isEmpty ? true : try await target.contains(namedByOthers).count == namedByOthers.count
-            if targetRefs[RefName.heads] == sourceHeadsRef, othersPresent {
+            if targetRefs[RefName.heads] == sourceHeadsRef, try await targetHas(namedByOthers).count == namedByOthers.count {
                 // What the target holds, it holds whole: copies go children first.
                 try await makeRefs(otherRefs, present: targetRefs)
                 report.alreadyInSync = true

@@ -46,14 +46,15 @@ final class Transfer {
 
     // MARK: Asking and fetching
 
+    /// The source's refs (claims aside) that ``exchange(claiming:alsoCopying:)`` reproduced in
+    /// the target, as it read them.
+    var sourceRefsCopied: [String: Hash] = [:]
+    /// The source's heads whose state ``copyLatest()`` copied, as it read them.
+    var sourceHeadsCopied: [Hash] = []
     /// Whether the target held no objects when the transfer began (a migration into a new
     /// store). Then what it holds is what this transfer wrote: the target is asked only about
     /// objects the transfer may have written (``LandedObjects``), and the walk against each
     /// version's base skips most of those without asking.
-    /// The source's refs (claims aside) this transfer reproduced in the target, as it read
-    /// them; with `latestOnly`, the heads it copied the state of (``sourceHeadsCopied``).
-    var sourceRefsCopied: [String: Hash] = [:]
-    var sourceHeadsCopied: [Hash] = []
     var targetStartedEmpty = false {
         didSet { writer.landed = targetStartedEmpty ? LandedObjects() : nil }
     }

@@ -252,7 +252,6 @@ final class KeptClaim: Sendable {
             }
         } catch {
             lastFailure.withLock { $0 = error as? ArborError ?? ArborError(.engine, "\(error)") }
-            return state.withLock { $0.reservation != nil }
         }
         return state.withLock { $0.reservation != nil }
     }

@@ -231,7 +231,6 @@ extension Store {
     /// read it) comes first (it may name others), without bytes: garbage all the same, which
     /// must not stop the sweep, and nothing to write back.
     private func topDown(_ hashes: [Hash]) async throws -> [(hash: Hash, bytes: [UInt8]?)] {
-        // Ranked by kind, then within it: versions by time, newest first; nodes by level, top first.
         var ranked = [(rank: (kind: Int, order: UInt64, counter: UInt32), hash: Hash, bytes: [UInt8]?)]()
         ranked.reserveCapacity(hashes.count)
         for chunk in hashes.chunks(of: Transfer.requestSize) {
@@ -250,17 +249,7 @@ extension Store {
                 }
                 fetched = one
             }
-            for (hash, bytes) in fetched {
-                let links = try? ObjectLinks(bytes)
-                let rank: (kind: Int, order: UInt64, counter: UInt32) = switch links?.kind {
-                case .headSet?: (0, 0, 0)
-                case .commit?: (1, UInt64.max - (links?.time.milliseconds ?? 0), UInt32.max - (links?.time.counter ?? 0))
-                case .branch?, .leaf?: (2, UInt64(Swift.max(0, 64 - (links?.level ?? 0))), 0)
-                case .blob?: (3, 0, 0)
-                case nil: (4, 0, 0)
-                }
-                ranked.append((rank, hash, bytes))
-            }
+            for (hash, bytes) in fetched { ranked.append((Self.sweepRank(bytes), hash, bytes)) }
         }
         ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.hash < $1.hash }
         return ranked.map { ($0.hash, $0.bytes) }
@@ -273,16 +262,17 @@ extension Store {
         return [.connection, .io, .engine].contains(code)
     }
 
-    /// Where an object goes in a write-back: after everything it can name (the reverse of
-    /// ``topDown(_:)``'s order).
-    private static func writeBackRank(_ bytes: [UInt8]) -> (kind: Int, order: UInt64, counter: UInt32) {
+    /// Where an object goes in a sweep (``topDown(_:)``): before everything it can name. By
+    /// kind, then within it: versions by time, newest first; nodes by level, top first. A
+    /// write-back goes in the reverse order.
+    private static func sweepRank(_ bytes: [UInt8]) -> (kind: Int, order: UInt64, counter: UInt32) {
         let links = try? ObjectLinks(bytes)
         return switch links?.kind {
-        case nil: (0, 0, 0)
-        case .blob?: (1, 0, 0)
-        case .branch?, .leaf?: (2, UInt64(Swift.max(0, links?.level ?? 0)), 0)
-        case .commit?: (3, links?.time.milliseconds ?? 0, links?.time.counter ?? 0)
-        case .headSet?: (4, 0, 0)
+        case .headSet?: (0, 0, 0)
+        case .commit?: (1, UInt64.max - (links?.time.milliseconds ?? 0), UInt32.max - (links?.time.counter ?? 0))
+        case .branch?, .leaf?: (2, UInt64(Swift.max(0, 64 - (links?.level ?? 0))), 0)
+        case .blob?: (3, 0, 0)
+        case nil: (4, 0, 0)
         }
     }
 
@@ -327,9 +317,9 @@ extension Store {
         var ranked = [(rank: (kind: Int, order: UInt64, counter: UInt32), hash: Hash, bytes: [UInt8])]()
         for hash in closure {
             guard let bytes = removed[hash] else { continue }
-            ranked.append((Self.writeBackRank(bytes), hash, bytes))
+            ranked.append((Self.sweepRank(bytes), hash, bytes))
         }
-        ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.hash < $1.hash }
+        ranked.sort { $0.rank != $1.rank ? $0.rank > $1.rank : $0.hash < $1.hash }
         let objects: [(hash: Hash, bytes: [UInt8])] = ranked.map { ($0.hash, $0.bytes) }
         if !objects.isEmpty { try await backend.put(objects) }
         // Only now: a put that fails leaves them to be written back by a later marking.

@@ -254,10 +254,6 @@ struct CommitPlan {
         return final[low]
     }
 
-    private func isSaved(_ key: RecordKey) -> Bool {
-        entry(for: key)?.record != nil
-    }
-
     /// Every child a saved record names must exist once the commit is applied: saved in this
     /// set, or present in the base and not deleted here. Only children from outside the set
     /// (raw records naming existing ones) cost a lookup.
