@@ -382,6 +382,37 @@ struct StressModel {
         return record
     }
 
+    /// `record`, as the merge of `key` is expected, with the children a merge puts back where
+    /// `base` held them: each child of one of `base`'s arrays (or held alone in a property) that
+    /// both sides keep and that `merged` keeps but no other record of it holds, back at its index
+    /// there (at most the end), in key order, as the merge puts back the children it would
+    /// otherwise leave with no holder.
+    static func placingBack(_ record: Record?, base: Record?, ours: RecordState, theirs: RecordState, merged: RecordState) -> Record? {
+        guard var record, let base else { return record }
+        var places = [(child: RecordKey, name: String, index: Int?, element: PropertyValue)]()
+        for (name, value) in base.properties {
+            if case .array(let elements) = value {
+                for (index, element) in elements.enumerated() where element.childKeys.count == 1 { places.append((element.childKeys[0], name, index, element)) }
+            } else if value.childKeys.count == 1 {
+                places.append((value.childKeys[0], name, nil, value))
+            }
+        }
+        for place in places.sorted(by: { $0.child < $1.child }) {
+            guard ours[place.child] != nil, theirs[place.child] != nil, merged[place.child] != nil, !record.childKeys.contains(place.child),
+                  !merged.values.contains(where: { $0.key != record.key && $0.childKeys.contains(place.child) }) else { continue }
+            switch (place.index, record.properties[place.name]) {
+            case (let index?, .array(var now)?):
+                now.insert(place.element, at: min(index, now.count))
+                record.properties[place.name] = .array(now)
+            case (nil, nil), (nil, .null?):
+                record.properties[place.name] = place.element
+            default:
+                continue
+            }
+        }
+        return record
+    }
+
     /// Children named that are not there.
     static func dangling(_ state: RecordState) -> [RecordKey] {
         state.values.flatMap(\.childKeys).filter { state[$0] == nil }
@@ -837,10 +868,12 @@ final class StressRun: SeededRun {
                 }
                 check(value == resolved, "\(key) merged to \(String(describing: value)), the resolver returned \(resolved)")
             } else if open.contains("*") {
-                let sides = [ours[key], theirs[key]].map { StressModel.releasing($0, sharedIn: merged) }
+                let sides = [ours[key], theirs[key]].map {
+                    StressModel.placingBack(StressModel.releasing($0, sharedIn: merged), base: base[key], ours: ours, theirs: theirs, merged: merged)
+                }
                 check(sides.contains(merged[key]), "\(key) merged to neither side")
             } else if open.isEmpty {
-                let expected = StressModel.releasing(expected, sharedIn: merged)
+                let expected = StressModel.placingBack(StressModel.releasing(expected, sharedIn: merged), base: base[key], ours: ours, theirs: theirs, merged: merged)
                 check(merged[key] == expected, "\(key) merged to \(merged[key].map { "\($0.properties)" } ?? "nothing"), expected \(expected.map { "\($0.properties)" } ?? "nothing")")
             } else {
                 for name in open {

@@ -6,7 +6,9 @@
 /// A child both sides placed in different places (each moved it, or added it with the same key,
 /// to different records or to different properties of one record) is a conflict on each
 /// property one side put it in and the other did not, even where each property merges cleanly
-/// by itself: the child can have one place.
+/// by itself: the child can have one place. Moves on both sides that close a cycle of holders
+/// (each side moved a record into the other's tree) are a conflict on each property a move of
+/// the cycle put a child in.
 public struct MergeConflict: Hashable, Sendable {
     public var key: RecordKey
     public var property: String?

@@ -6,11 +6,16 @@
 struct MergeState {
     /// Every key either side changed, in key order.
     private(set) var changed = [RecordKey]()
-    private var base = [RecordKey: [UInt8]]()
-    private var ours = [RecordKey: [UInt8]]()
-    private var theirs = [RecordKey: [UInt8]]()
-    /// The canonical bytes each key holds at ours' head (`nil`: absent), for every key in `merged`.
-    private var inOurs = [RecordKey: [UInt8]?]()
+    /// ``changed`` as a set.
+    private(set) var isChanged = Set<RecordKey>()
+    /// The canonical bytes of each changed key at the ancestor and on both sides (absent: the
+    /// record is).
+    private(set) var base = [RecordKey: [UInt8]]()
+    private(set) var ours = [RecordKey: [UInt8]]()
+    private(set) var theirs = [RecordKey: [UInt8]]()
+    /// The canonical bytes each key holds at ours' head (`nil`: absent), for every key in `merged`
+    /// but those a resolver added.
+    private(set) var inOurs = [RecordKey: [UInt8]?]()
     /// The merged state of the keys decided so far (`nil`: deleted); other keys are as in ours.
     var merged = [RecordKey: Record?]()
     /// Blob objects of large merged records, to write with the commit.
@@ -22,7 +27,7 @@ struct MergeState {
     /// from its bytes. A store written otherwise is read, but not second-guessed.
     private var payloadsFollowBytes = true
     private let baseRoot: Hash
-    private let oursRoot: Hash
+    let oursRoot: Hash
     private let theirsRoot: Hash
 
     private init(baseRoot: Hash, oursRoot: Hash, theirsRoot: Hash) {
@@ -56,6 +61,7 @@ struct MergeState {
         let theirsNew = try await read(entries(theirsDiff, \.new))
         for difference in oursDiff + theirsDiff { keys.insert(difference.key) }
         state.changed = try keys.sorted { compareKeys($0, $1) < 0 }.map { try RecordKey(indexBytes: $0[...]) }
+        state.isChanged = Set(state.changed)
         let oursChanged = Set(try oursDiff.map { try RecordKey(indexBytes: $0.key[...]) })
         let theirsChanged = Set(try theirsDiff.map { try RecordKey(indexBytes: $0.key[...]) })
         for key in state.changed {
@@ -104,7 +110,9 @@ struct MergeState {
 
     /// Restores ownership in the merged records: a child a merged record names but the merge
     /// deleted is restored (from ours, else theirs), a record that some version of a changed
-    /// record owned and no merged record owns any more is deleted, with what it owns, and then
+    /// record owned and no merged record owns any more is deleted, with what it owns (unless
+    /// both sides keep it: it goes back where the ancestor held it, ``placeBack(_:store:)``,
+    /// if it can), and then
     /// a child that several merged records hold is let go by all but one
     /// (``releaseSharedChildren(preferring:)``, `preferring` the side a strategy takes).
     ///
@@ -141,7 +149,10 @@ struct MergeState {
                     merged[key] = .some(found[key])
                 }
             }
-            let orphans = unheld.filter { if case .some(.some) = merged[$0] { true } else { false } }.sorted()
+            var orphans = unheld.filter { if case .some(.some) = merged[$0] { true } else { false } }.sorted()
+            // A record both sides keep lost its holders to the merge alone (one side moved it
+            // into a record the other deleted): it goes back where the ancestor held it.
+            orphans = try orphans.filter { key in try !(keptByBothSides(key) && placeBack(key, store: store)) }
             if orphans.isEmpty {
                 // Only once no holder is left to go as an orphan: one that took a child from
                 // another and then went would take the child with it.

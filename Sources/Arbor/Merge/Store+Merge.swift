@@ -27,7 +27,9 @@ extension Store {
     /// - Complexity: O(k log n) index nodes read and written for `k` records changed on either
     ///   side in a store of `n` records, plus O(v) version reads for the `v` versions since the
     ///   fork (and, for conflicts settled by ``MergeStrategy/mostRecent``, O(c log n) reads per
-    ///   such version for `c` conflicting records).
+    ///   such version for `c` conflicting records). Where both sides moved records into others,
+    ///   the check for holder cycles reads the records below the moved ones, on the side that
+    ///   moved fewer: O(s log n) for `s` such records.
     @discardableResult
     public func merge(_ ours: Hash, _ theirs: Hash, strategy: MergeStrategy? = nil) async throws -> MergeOutcome {
         let sides = try await versions([ours, theirs])
@@ -215,6 +217,21 @@ extension Store {
         default: nil
         }
         try await state.enforceOwnership(store: self, source: source, preferring: side)
+        // Moves on both sides can close a cycle of holders (each side moved a folder into the
+        // other): a manual merge stops at it, the others undo one move of each cycle.
+        var undone = Set<MergeState.Hold>()
+        while case let cycles = try await state.holderCycles(store: self, source: source), !cycles.isEmpty {
+            if strategy == .manual { return .conflicts(try state.conflicts(over: cycles, store: self)) }
+            let stamps = side == nil ? try await moveStamps(cycles, state: state, ancestry: ancestry, ours: ours, theirs: theirs, source: source) : [:]
+            for cycle in cycles {
+                guard let move = try state.moveToUndo(in: cycle, preferring: side, stamps: stamps, excluding: undone, store: self) else {
+                    throw ArborError(.invalidInput, "the merge cannot settle where records \(cycle.moves.map(\.hold.child)) go: undoing the moves that put them in each other leaves them so")
+                }
+                undone.insert(move)
+                _ = try state.undo(move, store: self)
+            }
+            try await state.enforceOwnership(store: self, source: source, preferring: side)
+        }
         let root = try await ProllyTree.apply(try state.edits(), to: ours.root, source: source)
 
         let recordCount = try await source.nodeBytes(root).recordCount()
@@ -261,6 +278,27 @@ extension Store {
         }
         known.byCandidates[key] = current
         return current
+    }
+
+    /// When each move of `cycles` was made: the newest change, on a side that made it, of the
+    /// property the move put its child in (``changeStamps(of:in:head:inherited:source:known:)``).
+    private func moveStamps(
+        _ cycles: [MergeState.HolderCycle], state: MergeState, ancestry: CommonAncestor, ours: Version, theirs: Version, source: NodeSource
+    ) async throws -> [MergeState.Hold: ChangeStamp] {
+        let moves = cycles.flatMap(\.moves)
+        func wanted(_ made: (MergeState.HolderCycle.Move) -> Bool) -> [RecordKey: Set<String?>] {
+            Dictionary(moves.filter(made).map { ($0.hold.holder, Set([$0.hold.property])) }, uniquingKeysWith: { $0.union($1) })
+        }
+        let (oursWanted, theirsWanted) = (wanted(\.inOurs), wanted(\.inTheirs))
+        let known = state.payloads(of: Array(Set(oursWanted.keys).union(theirsWanted.keys)))
+        let oursTimes = try await changeStamps(of: oursWanted, in: ancestry.oursOnly, head: ours, inherited: ancestry.ancestor, source: source, known: known)
+        let theirsTimes = try await changeStamps(of: theirsWanted, in: ancestry.theirsOnly, head: theirs, inherited: ancestry.ancestor, source: source, known: known)
+        var stamps = [MergeState.Hold: ChangeStamp]()
+        for move in moves {
+            let made = [move.inOurs ? oursTimes : [:], move.inTheirs ? theirsTimes : [:]].compactMap { $0[move.hold.holder]?[move.hold.property] }
+            stamps[move.hold] = made.max()
+        }
+        return stamps
     }
 
     /// How many levels deep a criss-cross merge builds virtual ancestors from the merges of

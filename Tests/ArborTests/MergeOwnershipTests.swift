@@ -1,0 +1,211 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+/// Merges whose sides move children: each side's moves are sound alone, and the merge must
+/// still leave every record with one holder, reachable from a record that has none.
+@Suite struct MergeOwnershipTests {
+    /// A folder record holding `kids` (folders, or items for ids starting with "i").
+    func folder(_ id: String, _ kids: [String], name: String = "") -> Record {
+        Record(type: "Folder", id: id, properties: [
+            "name": .string(name),
+            "kids": .array(kids.map { .child(RecordKey(type: $0.hasPrefix("i") ? "Leaf" : "Folder", id: $0)) }),
+        ])
+    }
+
+    func folderKey(_ id: String) -> RecordKey { RecordKey(type: "Folder", id: id) }
+
+    /// Each folder's holder in `version`, by id ("-" for none), and checks that following
+    /// holders from any folder ends at one with none: no folder is part of a holder cycle.
+    func holders(in store: Store, at version: Version) async throws -> [String: String] {
+        let folders = try await store.records(ofType: "Folder", at: version.id)
+        var holder = [String: String]()
+        for record in folders { holder[record.key.id] = holder[record.key.id] ?? "-" }
+        for record in folders {
+            for child in record.childKeys where child.type == "Folder" {
+                #expect(holder[child.id] == nil || holder[child.id] == "-", "\(child.id) has two holders")
+                holder[child.id] = record.key.id
+            }
+        }
+        for start in holder.keys {
+            var seen = Set<String>(), current = start
+            while let next = holder[current], next != "-" {
+                guard seen.insert(current).inserted else {
+                    Issue.record("\(start) is in a holder cycle")
+                    break
+                }
+                current = next
+            }
+        }
+        return holder
+    }
+
+    /// Root `r` holds `a` and `b`, and `b` holds `m`, which holds `x`. Ours moves `a` under
+    /// `target` (`b` itself, or `x`, deep in `b`'s tree, which neither side changes on the way);
+    /// theirs, later, moves `b` under `a`. Each move is sound alone; both together would make
+    /// `a` and `b` hold each other, and `r` neither.
+    func crossedMoves(in store: Store, under target: String) async throws -> (ours: Version, theirs: Version) {
+        let base = try await store.change(on: nil) {
+            try $0.save(folder("r", ["a", "b"]))
+            try $0.save(folder("a", []))
+            try $0.save(folder("b", ["m"]))
+            try $0.save(folder("m", ["x"]))
+            try $0.save(folder("x", []))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(folder("r", ["b"]))
+            try $0.save(folder(target, target == "b" ? ["m", "a"] : ["a"]))
+        }
+        let theirs = try await store.change(on: base) {
+            try $0.save(folder("r", ["a"]))
+            try $0.save(folder("a", ["b"]))
+        }
+        return (ours, theirs)
+    }
+
+    /// The crossed moves under each strategy, in both directions: one commit, no cycle, every
+    /// folder kept. The side a strategy takes keeps its move and the other's is undone, its
+    /// folder put back in `r`; most-recent keeps the later move (theirs).
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs], ["b", "x"])
+    func crossedMovesMakeNoHolderCycle(strategy: MergeStrategy, target: String) async throws {
+        let store = Store.ticking()
+        let (ours, theirs) = try await crossedMoves(in: store, under: target)
+        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
+        let reversed = try #require(try await store.merge(theirs.id, ours.id, strategy: mirrored).version)
+        #expect(reversed.id == merged.id)
+        let holder = try await holders(in: store, at: merged)
+        #expect(Set(holder.keys) == ["r", "a", "b", "m", "x"])
+        if strategy == .ours {
+            #expect(holder["a"] == target && holder["b"] == "r")
+        } else {
+            #expect(holder["b"] == "a" && holder["a"] == "r")
+        }
+        #expect(holder["m"] == "b" && holder["x"] == "m")
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// Under manual the crossed moves stop the merge: no commit, the heads stay, and the
+    /// conflicts name the properties each side moved a folder into.
+    @Test(arguments: ["b", "x"]) func crossedMovesStopAManualMerge(target: String) async throws {
+        let store = Store.ticking()
+        let (ours, theirs) = try await crossedMoves(in: store, under: target)
+        for (x, y) in [(ours, theirs), (theirs, ours)] {
+            let outcome = try await store.merge(x.id, y.id, strategy: .manual)
+            guard case .conflicts(let conflicts) = outcome else {
+                Issue.record("a manual merge of crossed moves made \(outcome)")
+                continue
+            }
+            #expect(conflicts.map { "\($0.key.id).\($0.property ?? "")" } == ["a.kids", "\(target).kids"])
+        }
+        #expect(Set(try await store.heads().map(\.id)) == [ours.id, theirs.id])
+    }
+
+    /// Three folders moved in a ring, two by one side and one by the other: `a` under `b` and
+    /// `b` under `c` (ours), `c` under `a` (theirs). One move is undone, whichever way.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs])
+    func aRingOfMovesAcrossTheSidesIsBroken(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        let base = try await store.change(on: nil) {
+            try $0.save(folder("r", ["a", "b", "c"]))
+            for id in ["a", "b", "c"] { try $0.save(folder(id, [])) }
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(folder("r", ["c"]))
+            try $0.save(folder("b", ["a"]))
+            try $0.save(folder("c", ["b"]))
+        }
+        let theirs = try await store.change(on: base) {
+            try $0.save(folder("r", ["a", "b"]))
+            try $0.save(folder("a", ["c"]))
+        }
+        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
+        #expect(try await store.merge(theirs.id, ours.id, strategy: mirrored).version?.id == merged.id)
+        let holder = try await holders(in: store, at: merged)
+        #expect(Set(holder.keys) == ["r", "a", "b", "c"])
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// Ours moves item `i` from `t1` to `t2` (folders no record holds); theirs, later, deletes
+    /// `t2`. Neither side deleted `i`: where the delete wins (theirs, most-recent), `i` goes back
+    /// into `t1`, not away with `t2`; where the move wins (ours), it stays in `t2`.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs])
+    func aChildMovedIntoARecordTheOtherSideDeletedIsKept(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        let leaf = Record(type: "Leaf", id: "i", properties: ["v": .int(1)])
+        let base = try await store.change(on: nil) {
+            try $0.save(folder("t1", ["i"]))
+            try $0.save(folder("t2", []))
+            try $0.save(leaf)
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(folder("t1", []))
+            try $0.save(folder("t2", ["i"]))
+        }
+        let theirs = try await store.change(on: base) { $0.delete(folderKey("t2")) }
+        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
+        #expect(try await store.merge(theirs.id, ours.id, strategy: mirrored).version?.id == merged.id)
+        #expect(try await store.record(leaf.key, at: merged.id) == leaf)
+        let holder = try await store.records(ofType: "Folder", at: merged.id).first { $0.childKeys.contains(leaf.key) }?.key.id
+        #expect(holder == (strategy == .ours ? "t2" : "t1"))
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// Random moves (and with `deleting`, deletes) of folders on two sides of a fork, merged
+    /// both ways under each strategy: one commit either way, each folder with one holder and
+    /// reached from the root `r`, none lost without a delete, and a store that verifies.
+    @Test(arguments: Array(UInt64(1)...40), [false, true])
+    func randomMovesOnBothSidesMergeToOneTree(seed: UInt64, deleting: Bool) async throws {
+        var random = SeededGenerator(seed: seed)
+        let store = Store.ticking()
+        let ids = (0..<8).map { "f\($0)" }
+        var start = ["r": ids.prefix(4).map { $0 }]
+        for (index, id) in ids.enumerated() { start[id] = index < 4 ? [ids[index + 4]] : [] }
+        let base = try await store.change(on: nil) { changes in
+            for (id, kids) in start { try changes.save(folder(id, kids)) }
+        }
+        var heads = [Version]()
+        for _ in 0..<2 {
+            var tree = start, head = base
+            for _ in 0..<4 {
+                // Each folder's holder, and whether `a` lies in `b`'s tree.
+                func holder(_ id: String) -> String? { tree.first { $0.value.contains(id) }?.key }
+                func isBelow(_ a: String, _ b: String) -> Bool {
+                    var current = a
+                    while let up = holder(current) { if up == b { return true }; current = up }
+                    return false
+                }
+                let present = tree.keys.filter { $0 != "r" }.sorted()
+                guard let moved = present.randomElement(using: &random), let from = holder(moved) else { continue }
+                var touched: Set<String> = [from]
+                tree[from]!.removeAll { $0 == moved }
+                if deleting && Int.random(in: 0..<4, using: &random) == 0 {
+                    var gone = [moved]
+                    while let id = gone.popLast() { gone += tree.removeValue(forKey: id) ?? [] }
+                    touched.formIntersection(tree.keys)
+                } else {
+                    let targets = tree.keys.filter { $0 != moved && !isBelow($0, moved) }.sorted()
+                    let target = targets.randomElement(using: &random)!
+                    tree[target]!.insert(moved, at: Int.random(in: 0...tree[target]!.count, using: &random))
+                    touched.insert(target)
+                }
+                head = try await store.change(on: head) { changes in
+                    for id in touched { try changes.save(folder(id, tree[id]!)) }
+                }
+            }
+            heads.append(head)
+        }
+        for strategy in [MergeStrategy.mostRecent, .ours, .theirs] {
+            let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
+            let merged = try #require(try await store.merge(heads[0].id, heads[1].id, strategy: strategy).version)
+            let reversed = try #require(try await store.merge(heads[1].id, heads[0].id, strategy: mirrored).version)
+            #expect(reversed.id == merged.id, "seed \(seed), \(strategy)")
+            let holder = try await holders(in: store, at: merged)
+            for (id, up) in holder where id != "r" { #expect(up != "-", "seed \(seed), \(strategy): \(id) has no holder") }
+            if !deleting { #expect(holder.count == 9, "seed \(seed), \(strategy): \(holder)") }
+        }
+        #expect(try await store.verify().isIntact)
+    }
+}
