@@ -85,6 +85,23 @@ import Testing
         #expect(try await store.verify().isIntact)
     }
 
+    /// The crossed moves through a folder neither side changed, on every adapter: the same
+    /// merge commit as in memory, byte for byte (the records below the moved folders are read
+    /// through the adapter), with no holder cycle.
+    @Test(arguments: AdapterKind.allCases) func crossedMovesMergeAlikeOnEveryAdapter(kind: AdapterKind) async throws {
+        let reference = Store.ticking()
+        let (referenceOurs, referenceTheirs) = try await crossedMoves(in: reference, under: "x")
+        let expected = try #require(try await reference.merge(referenceOurs.id, referenceTheirs.id, strategy: .mostRecent).version)
+        let (backend, cleanup) = try makeBackend(kind)
+        defer { cleanup() }
+        let store = Store.ticking(backend: backend)
+        let (ours, theirs) = try await crossedMoves(in: store, under: "x")
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: .mostRecent).version)
+        #expect(merged.id == expected.id)
+        #expect(try await holders(in: store, at: merged)["a"] == "r")
+        try await store.close()
+    }
+
     /// Under manual the crossed moves stop the merge: no commit, the heads stay, and the
     /// conflicts name the properties each side moved a folder into.
     @Test(arguments: ["b", "x"]) func crossedMovesStopAManualMerge(target: String) async throws {
@@ -207,5 +224,84 @@ import Testing
             if !deleting { #expect(holder.count == 9, "seed \(seed), \(strategy): \(holder)") }
         }
         #expect(try await store.verify().isIntact)
+    }
+
+    /// Ours drops item `i` from `t1`, which deletes it; theirs moves it to `t2` (and with
+    /// `editing`, changes it too). That is a record deleted on one side and changed on the other:
+    /// manual stops at it; ours deletes it, and `t2` lets it go; theirs keeps it in `t2`; most-
+    /// recent follows the later of the delete and the move. The same in both directions.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs, .manual], [false, true])
+    func aDeleteThatMeetsAMoveIsAConflict(strategy: MergeStrategy, editing: Bool) async throws {
+        for moveIsLater in [true, false] {
+            let store = Store.ticking()
+            let leaf = Record(type: "Leaf", id: "i", properties: ["v": .int(1)])
+            let base = try await store.change(on: nil) {
+                try $0.save(folder("t1", ["i"]))
+                try $0.save(folder("t2", []))
+                try $0.save(leaf)
+            }
+            func deleting() async throws -> Version { try await store.change(on: base) { try $0.save(folder("t1", [])) } }
+            func moving() async throws -> Version {
+                try await store.change(on: base) {
+                    try $0.save(folder("t1", []))
+                    try $0.save(folder("t2", ["i"]))
+                    if editing { try $0.save(Record(type: "Leaf", id: "i", properties: ["v": .int(2)])) }
+                }
+            }
+            let ours: Version, theirs: Version
+            if moveIsLater {
+                ours = try await deleting()
+                theirs = try await moving()
+            } else {
+                theirs = try await moving()
+                ours = try await deleting()
+            }
+            let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
+            let outcome = try await store.merge(ours.id, theirs.id, strategy: strategy)
+            let reversed = try await store.merge(theirs.id, ours.id, strategy: mirrored)
+            guard case .merged(let merged, let report) = outcome else {
+                guard case .conflicts(let conflicts) = outcome else { throw ArborError(.invalidInput, "no merge") }
+                #expect(strategy == .manual)
+                #expect(conflicts.map { "\($0.key.id).\($0.property ?? "*")" } == ["i.*"])
+                #expect(conflicts.first?.ours == nil)
+                continue
+            }
+            #expect(strategy != .manual)
+            #expect(reversed.version?.id == merged.id)
+            #expect(report.resolved.map { "\($0.key.id).\($0.property ?? "*")" } == ["i.*"])
+            let kept = strategy == .theirs || (strategy == .mostRecent && moveIsLater)
+            let value = try await store.record(leaf.key, at: merged.id)
+            #expect(value == (kept ? Record(type: "Leaf", id: "i", properties: ["v": .int(editing ? 2 : 1)]) : nil), "\(strategy), move later: \(moveIsLater)")
+            let holders = try await store.records(ofType: "Folder", at: merged.id).filter { $0.childKeys.contains(leaf.key) }.map(\.key.id)
+            #expect(holders == (kept ? ["t2"] : []))
+            #expect(try await store.verify().isIntact)
+        }
+    }
+
+    /// One side reorders a folder's children and the other adds one: the reorder stands, the
+    /// new child after. Both sides reordering them differently is a conflict over the property.
+    @Test func aReorderOnOneSideStandsAndTwoDifferentOnesConflict() async throws {
+        let store = Store.ticking()
+        let base = try await store.change(on: nil) {
+            try $0.save(folder("r", ["a", "b", "c"]))
+            for id in ["a", "b", "c"] { try $0.save(folder(id, [])) }
+        }
+        let reordered = try await store.change(on: base) { try $0.save(folder("r", ["c", "a", "b"])) }
+        let added = try await store.change(on: base) {
+            try $0.save(folder("r", ["a", "b", "d", "c"]))
+            try $0.save(folder("d", []))
+        }
+        for (x, y) in [(reordered, added), (added, reordered)] {
+            let merged = try #require(try await store.merge(x.id, y.id, strategy: .manual).version)
+            #expect(try await store.record(folderKey("r"), at: merged.id) == folder("r", ["c", "a", "b", "d"]))
+        }
+        let otherOrder = try await store.change(on: base) { try $0.save(folder("r", ["b", "c", "a"])) }
+        guard case .conflicts(let conflicts) = try await store.merge(reordered.id, otherOrder.id, strategy: .manual) else {
+            Issue.record("two reorders merged without a conflict")
+            return
+        }
+        #expect(conflicts.map { "\($0.key.id).\($0.property ?? "*")" } == ["r.kids"])
+        let merged = try #require(try await store.merge(reordered.id, otherOrder.id, strategy: .ours).version)
+        #expect(try await store.record(folderKey("r"), at: merged.id) == folder("r", ["c", "a", "b"]))
     }
 }

@@ -531,6 +531,25 @@ import Testing
         }
     }
 
+    /// A manual sync that stops at a conflict reports this store's side as ours, whichever
+    /// store's head hash sorts first.
+    @Test func aManualSyncReportsThisStoresSideAsOurs() async throws {
+        for syncing in 0..<2 {
+            let backends = [MemoryBackend(), MemoryBackend()]
+            let stores = backends.map { Store(backend: $0, configuration: .init(replica: "r")) }
+            let root = try await stores[0].change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)) }
+            try await sync(from: backends[0], to: backends[1])
+            for (index, store) in stores.enumerated() {
+                try await store.change(on: root) { try $0.save(Task(id: "t", title: "edited on \(index)", done: false)) }
+            }
+            let report = try await stores[syncing].sync(with: stores[1 - syncing], strategy: .manual)
+            #expect(report.conflicts.map(\.property) == ["title"])
+            #expect(report.conflicts.first?.ours == .string("edited on \(syncing)"))
+            #expect(report.conflicts.first?.theirs == .string("edited on \(1 - syncing)"))
+            #expect(report.heads.count == 2)
+        }
+    }
+
     /// A type overridden to `.ours` keeps this store's side in a sync too, whatever the strategy.
     @Test func syncKeepsThisStoresSideForATypeOverriddenToOurs() async throws {
         var resolvers = MergeResolvers()

@@ -443,10 +443,11 @@ struct StressModel {
                 result.insert(MergeConflict(key: key, property: name, base: base[key]?.properties[name], ours: ours[key]?.properties[name], theirs: theirs[key]?.properties[name]))
             }
         }
+        let deletedAndMoved = deletesMeetingMoves(base: base, ours: ours, theirs: theirs)
         for key in Set(base.keys).union(ours.keys).union(theirs.keys).sorted() {
             let (b, o, t) = (base[key], ours[key], theirs[key])
             let open = expectedRootMerge(base: b, ours: o, theirs: t, oursWins: nil).open
-            if open.contains("*") {
+            if open.contains("*") || deletedAndMoved.contains(key) {
                 result.insert(MergeConflict(key: key, property: nil, base: b.map { .map($0.properties) }, ours: o.map { .map($0.properties) }, theirs: t.map { .map($0.properties) }))
             }
             for name in open.subtracting(["*"]) {
@@ -454,6 +455,41 @@ struct StressModel {
             }
         }
         return result.sorted(by: MergeConflict.canonicalOrder)
+    }
+
+    /// The records one side deleted and the other kept but holds elsewhere than the ancestor
+    /// did (moved): each conflicts as a record deleted on one side and changed on the other.
+    static func deletesMeetingMoves(base: RecordState, ours: RecordState, theirs: RecordState) -> Set<RecordKey> {
+        func places(_ state: RecordState) -> [RecordKey: Set<String>] {
+            var places = [RecordKey: Set<String>]()
+            for (key, record) in state {
+                for (name, value) in record.properties {
+                    for child in value.childKeys { places[child, default: []].insert("\(key)\u{0}\(name)") }
+                }
+            }
+            return places
+        }
+        let (inBase, inOurs, inTheirs) = (places(base), places(ours), places(theirs))
+        var result = Set<RecordKey>()
+        for key in base.keys where (ours[key] == nil) != (theirs[key] == nil) {
+            let moving = (ours[key] == nil ? inTheirs[key] : inOurs[key]) ?? []
+            if !moving.isEmpty, moving != inBase[key] ?? [] { result.insert(key) }
+        }
+        return result
+    }
+
+    /// `record` without the children of `deletedAndMoved` that `merged` lacks: a record a side
+    /// moved there that the merge deleted is let go from its arrays.
+    static func lettingGo(_ record: Record?, _ deletedAndMoved: Set<RecordKey>, merged: RecordState) -> Record? {
+        guard var record else { return nil }
+        for child in Set(record.childKeys) where deletedAndMoved.contains(child) && merged[child] == nil {
+            var properties = record.properties
+            for (name, value) in properties where value.childKeys.contains(child) {
+                if let without = value.droppingElement(child, wholeEntries: true) { properties[name] = without }
+            }
+            record = Record(key: record.key, properties: properties)
+        }
+        return record
     }
 
     /// Child records nothing holds.
@@ -507,6 +543,21 @@ func expectedRootMerge(base: Record?, ours: Record?, theirs: Record?, oursWins: 
         if o != nil, t != nil, let kb = keys(x), let ko = keys(o), let kt = keys(t) {
             var seen = Set<PropertyValue>()
             var result = kb.filter { ko.contains($0) && kt.contains($0) && seen.insert($0).inserted }
+            // A side's reorder of the kept elements stands; two different reorders conflict.
+            let kept = seen
+            func order(_ side: [PropertyValue]) -> [PropertyValue] {
+                var met = Set<PropertyValue>()
+                return side.filter { kept.contains($0) && met.insert($0).inserted }
+            }
+            let (oursOrder, theirsOrder) = (order(ko), order(kt))
+            if oursOrder == result {
+                result = theirsOrder
+            } else if theirsOrder == result || theirsOrder == oursOrder {
+                result = oursOrder
+            } else {
+                if let oursWins { merged[name] = oursWins ? o : t } else { open.insert(name) }
+                continue
+            }
             let added = (ko + kt).filter { !kb.contains($0) && seen.insert($0).inserted }
             func key(_ value: PropertyValue) -> (Int, RecordKey) {
                 switch value {
@@ -851,6 +902,7 @@ final class StressRun: SeededRun {
 
         // Root records merge as the documentation says.
         let merged = try await readState(store, at: version.id)
+        let deletedAndMoved = StressModel.deletesMeetingMoves(base: base, ours: ours, theirs: theirs)
         let keys = Set(base.keys).union(ours.keys).union(theirs.keys).union(merged.keys).filter { !StressModel.childTypes.contains($0.type) }
         for key in keys.sorted() {
             let conflicting = expectedRootMerge(base: base[key], ours: ours[key], theirs: theirs[key], oursWins: nil).open
@@ -869,11 +921,15 @@ final class StressRun: SeededRun {
                 check(value == resolved, "\(key) merged to \(String(describing: value)), the resolver returned \(resolved)")
             } else if open.contains("*") {
                 let sides = [ours[key], theirs[key]].map {
-                    StressModel.placingBack(StressModel.releasing($0, sharedIn: merged), base: base[key], ours: ours, theirs: theirs, merged: merged)
+                    StressModel.placingBack(
+                        StressModel.lettingGo(StressModel.releasing($0, sharedIn: merged), deletedAndMoved, merged: merged),
+                        base: base[key], ours: ours, theirs: theirs, merged: merged)
                 }
                 check(sides.contains(merged[key]), "\(key) merged to neither side")
             } else if open.isEmpty {
-                let expected = StressModel.placingBack(StressModel.releasing(expected, sharedIn: merged), base: base[key], ours: ours, theirs: theirs, merged: merged)
+                let expected = StressModel.placingBack(
+                    StressModel.lettingGo(StressModel.releasing(expected, sharedIn: merged), deletedAndMoved, merged: merged),
+                    base: base[key], ours: ours, theirs: theirs, merged: merged)
                 check(merged[key] == expected, "\(key) merged to \(merged[key].map { "\($0.properties)" } ?? "nothing"), expected \(expected.map { "\($0.properties)" } ?? "nothing")")
             } else {
                 for name in open {

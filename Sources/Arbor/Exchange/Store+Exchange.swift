@@ -50,7 +50,7 @@ extension Store {
     /// and sends the merge to `other`. With ``MergeStrategy/ours`` this store's side wins, with
     /// ``MergeStrategy/theirs`` the other's. Afterwards both have the same single head, unless the
     /// strategy is ``MergeStrategy/manual`` and the heads conflict: then both keep the same
-    /// several heads and the report lists the conflicts.
+    /// several heads and the report lists the conflicts, this store's side as ours.
     ///
     /// Merges are deterministic, so replicas that sync in any order converge on the same hash.
     ///

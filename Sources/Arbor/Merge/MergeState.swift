@@ -230,16 +230,6 @@ struct MergeState {
     /// - Complexity: O(m) for the `m` changed records' bytes, plus decoding once each record
     ///   that holds a contested child.
     mutating func findContestedChildren(store: Store) throws -> [MergeConflict] {
-        func placements(_ side: [RecordKey: [UInt8]]) throws -> [RecordKey: Set<ChildPlacement>] {
-            var placements = [RecordKey: Set<ChildPlacement>]()
-            for key in changed {
-                guard let bytes = side[key] else { continue }
-                for (property, children) in try RecordCoding.childKeysByProperty(bytes) {
-                    for child in children { placements[child, default: []].insert(ChildPlacement(record: key, property: property)) }
-                }
-            }
-            return placements
-        }
         let (inBase, inOurs, inTheirs) = (try placements(base), try placements(ours), try placements(theirs))
         // The disputed properties of each record: a record that holds many is decoded once.
         var disputed = [RecordKey: Set<String>]()
@@ -264,6 +254,54 @@ struct MergeState {
             }
         }
         return conflicts.sorted(by: MergeConflict.canonicalOrder)
+    }
+
+    /// Where the changed records of one version (`side`: ``base``, ``ours`` or ``theirs``) hold
+    /// each child they hold. A record no side changed holds the same children on every side.
+    ///
+    /// - Complexity: O(m) for the `m` changed records' bytes.
+    private func placements(_ side: [RecordKey: [UInt8]]) throws -> [RecordKey: Set<ChildPlacement>] {
+        var placements = [RecordKey: Set<ChildPlacement>]()
+        for key in changed {
+            guard let bytes = side[key] else { continue }
+            for (property, children) in try RecordCoding.childKeysByProperty(bytes) {
+                for child in children { placements[child, default: []].insert(ChildPlacement(record: key, property: property)) }
+            }
+        }
+        return placements
+    }
+
+    /// The records one side deleted and the other moved (kept, but held elsewhere than at the
+    /// ancestor), with the side that deleted each and a place the other side put it in (the
+    /// first). A move is a change of the record's place: each is a record deleted on one side and
+    /// changed on the other, though the moving side left its bytes as they were.
+    ///
+    /// - Complexity: O(m) for the `m` changed records' bytes.
+    func deletesMeetingMoves() throws -> [RecordKey: (deleting: RecordMerge.Side, place: ChildPlacement)] {
+        let (inBase, inOurs, inTheirs) = (try placements(base), try placements(ours), try placements(theirs))
+        var result = [RecordKey: (deleting: RecordMerge.Side, place: ChildPlacement)]()
+        for key in changed where base[key] != nil && (ours[key] == nil) != (theirs[key] == nil) {
+            let (deleting, moving): (RecordMerge.Side, Set<ChildPlacement>?) = ours[key] == nil ? (.ours, inTheirs[key]) : (.theirs, inOurs[key])
+            guard let moving, let place = moving.min(), moving != inBase[key] ?? [] else { continue }
+            result[key] = (deleting, place)
+        }
+        return result
+    }
+
+    /// Lets `child` go from every merged record that holds it in an array (with the entry that
+    /// wraps it, if that is the entry's only child): a record a side deleted that the merge
+    /// deletes, which the other side had moved. A record that holds it otherwise keeps it, and
+    /// the merge keeps the child.
+    ///
+    /// - Complexity: O(m) for `m` merged records.
+    mutating func letGo(_ child: RecordKey) {
+        for case let (key, record?) in merged where record.childKeys.contains(child) {
+            var properties = record.properties
+            for (name, value) in record.properties where value.childKeys.contains(child) {
+                if let without = value.droppingElement(child, wholeEntries: true) { properties[name] = without }
+            }
+            merged[key] = .some(Record(key: key, properties: properties))
+        }
     }
 
     /// Settles the children ``findContestedChildren(store:)`` found: each stays where `side`'s

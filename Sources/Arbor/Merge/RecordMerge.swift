@@ -20,12 +20,7 @@ struct RecordMerge {
         if ours == theirs { return Result(merged: ours, conflicts: []) }
         if ours == base { return Result(merged: theirs, conflicts: []) }
         if theirs == base { return Result(merged: ours, conflicts: []) }
-        guard let ours, let theirs else {
-            let conflict = MergeConflict(
-                key: key, property: nil, base: base.map { .map($0.properties) },
-                ours: ours.map { .map($0.properties) }, theirs: theirs.map { .map($0.properties) })
-            return Result(merged: nil, conflicts: [conflict])
-        }
+        guard let ours, let theirs else { return wholeRecordConflict() }
         // Both sides hold the record: merge property by property (a record added on both sides
         // merges against an empty ancestor).
         let baseProperties = base?.properties ?? [:]
@@ -41,6 +36,15 @@ struct RecordMerge {
             }
         }
         return Result(merged: Record(key: key, properties: merged), conflicts: conflicts)
+    }
+
+    /// The record as a conflict of its own (one side deleted it, the other changed it), with
+    /// each side's properties.
+    func wholeRecordConflict() -> Result {
+        let conflict = MergeConflict(
+            key: key, property: nil, base: base.map { .map($0.properties) },
+            ours: ours.map { .map($0.properties) }, theirs: theirs.map { .map($0.properties) })
+        return Result(merged: nil, conflicts: [conflict])
     }
 
     /// How the merged record spells `name`, where the sides spell it in different Unicode forms
@@ -81,8 +85,10 @@ struct RecordMerge {
     }
 
     /// Arrays of child or reference keys merge as sets: the ancestor's elements, minus those
-    /// either side removed, in the ancestor's order, then the elements either side added, in
-    /// key order (so both directions of a merge agree). `nil` if the values are not such arrays.
+    /// either side removed, in the ancestor's order, or in the order a side put them in if one
+    /// side reordered them (both, differently: a conflict); then the elements either side added,
+    /// in key order (so both directions of a merge agree). `nil` if the values are not such
+    /// arrays, or for that conflict.
     static func mergeKeySets(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue? {
         func elements(_ value: PropertyValue?) -> [PropertyValue]? {
             guard case .array(let values)? = value else { return value == nil ? [] : nil }
@@ -93,6 +99,19 @@ struct RecordMerge {
         let (oursSet, theirsSet, baseSet) = (Set(o), Set(t), Set(b))
         var seen = Set<PropertyValue>()
         var result = b.filter { oursSet.contains($0) && theirsSet.contains($0) && seen.insert($0).inserted }
+        // The kept elements in the order each side holds them.
+        func order(_ side: [PropertyValue]) -> [PropertyValue] {
+            var met = Set<PropertyValue>()
+            return side.filter { seen.contains($0) && met.insert($0).inserted }
+        }
+        let (oursOrder, theirsOrder) = (order(o), order(t))
+        if oursOrder == result {
+            result = theirsOrder
+        } else if theirsOrder == result || theirsOrder == oursOrder {
+            result = oursOrder
+        } else {
+            return nil
+        }
         let added = (o + t).filter { !baseSet.contains($0) && seen.insert($0).inserted }
         result += added.sorted(by: Self.keyOrder)
         return .array(result)

@@ -75,12 +75,13 @@ extension Store {
 
     /// ``mergeHeads(strategy:)``; with ``MergeStrategy/ours`` or ``MergeStrategy/theirs`` and
     /// heads both in and out of `preferred`, those in it are "ours": each side is merged to one
-    /// version, then the two, ours first.
+    /// version, then the two, ours first. So too with ``MergeStrategy/manual``, whose conflicts
+    /// then name `preferred`'s side ours.
     func mergeHeads(strategy: MergeStrategy?, preferring preferred: Set<Hash>) async throws -> MergeOutcome? {
         let (_, ids) = try await headState()
         let rule = MergeRule(asked: strategy, configuration: configuration)
         let ours = ids.filter(preferred.contains)
-        let takesSides = [MergeStrategy.ours, .theirs].contains(rule.strategy) || configuration.mergeResolvers.takesSides
+        let takesSides = [MergeStrategy.ours, .theirs, .manual].contains(rule.strategy) || configuration.mergeResolvers.takesSides
         let sides = takesSides && !ours.isEmpty && ours.count < ids.count
             ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
         let (folded, merges, written) = try await foldHeads(sides, rule: rule, keepingWritten: true)
@@ -156,6 +157,15 @@ extension Store {
             let result = recordMerge.merge()
             if result.conflicts.isEmpty { state.merged[key] = .some(result.merged) } else { pending.append((recordMerge, result)) }
         }
+        // A record one side deleted and the other moved conflicts as one deleted and changed: the
+        // move changed where it is. (Found once every record was decoded, so a damaged one is
+        // named as such.)
+        let deletedAndMoved = try state.deletesMeetingMoves()
+        for key in deletedAndMoved.keys.sorted() where state.merged[key] != nil {
+            let recordMerge = try state.recordMerge(key, store: self)
+            state.merged[key] = nil
+            pending.append((recordMerge, recordMerge.wholeRecordConflict()))
+        }
         // A child the sides placed in different places conflicts too, over where it goes.
         let contested = try state.findContestedChildren(store: self)
         let conflicts = Set(pending.flatMap(\.result.conflicts) + contested).sorted(by: MergeConflict.canonicalOrder)
@@ -193,22 +203,35 @@ extension Store {
         if !manual.isEmpty { return .conflicts(Set(manual).sorted(by: MergeConflict.canonicalOrder)) }
         if !recent.isEmpty {
             // Each conflict goes to the side that made its change last: a property's change, or
-            // for a record deleted on one side the record's.
-            let wanted = Dictionary(recent.map { ($0.merge.key, Set($0.result.conflicts.map(\.property))) }, uniquingKeysWith: { $0.union($1) })
+            // for a record deleted on one side the record's; for one moved, also the change of
+            // the property the move put it in.
+            var wanted = Dictionary(recent.map { ($0.merge.key, Set($0.result.conflicts.map(\.property))) }, uniquingKeysWith: { $0.union($1) })
+            for (merge, _) in recent {
+                if let place = deletedAndMoved[merge.key]?.place { wanted[place.record, default: []].insert(place.property) }
+            }
             // What the keys hold at the base and at both heads is known from the diffs.
             let known = state.payloads(of: Array(wanted.keys))
             let oursTimes = try await changeStamps(of: wanted, in: ancestry.oursOnly, head: ours, inherited: ancestry.ancestor, source: source, known: known)
             let theirsTimes = try await changeStamps(of: wanted, in: ancestry.theirsOnly, head: theirs, inherited: ancestry.ancestor, source: source, known: known)
             for (recordMerge, result) in recent {
                 let (oursStamps, theirsStamps) = (oursTimes[recordMerge.key] ?? [:], theirsTimes[recordMerge.key] ?? [:])
+                let moved = deletedAndMoved[recordMerge.key]
+                // The moving side's stamp: its last change of the record, or of the move's place.
+                let movedAt = moved.flatMap { move in (move.deleting == .ours ? theirsTimes : oursTimes)[move.place.record]?[move.place.property] }
                 state.merged[recordMerge.key] = .some(recordMerge.settle(result) { conflict in
-                    let (o, t) = (oursStamps[conflict.property]!, theirsStamps[conflict.property]!)
+                    var (o, t) = (oursStamps[conflict.property]!, theirsStamps[conflict.property]!)
+                    if conflict.property == nil, let moved, let movedAt {
+                        if moved.deleting == .ours { t = max(t, movedAt) } else { o = max(o, movedAt) }
+                    }
                     if o != t { return o > t ? .ours : .theirs }
                     return Self.valueOrder(conflict.theirs, conflict.ours) ? .ours : .theirs
                 })
             }
         }
         for (key, record) in resolved { state.merged[key] = .some(record) }
+        // A record the merge deletes that the other side moved: its new holder lets it go, or
+        // taking ownership back would restore it.
+        for key in deletedAndMoved.keys.sorted() where state.merged[key] == .some(nil) { state.letGo(key) }
 
         // A child both sides moved goes where the side a strategy takes put it.
         let side: RecordMerge.Side? = switch strategy {
