@@ -15,6 +15,18 @@ import Testing
 
     func folderKey(_ id: String) -> RecordKey { RecordKey(type: "Folder", id: id) }
 
+    /// Folders `t1`, holding item `i`, and `t2`, empty (neither held by a record): the version
+    /// and the item.
+    func itemInFolder(in store: Store) async throws -> (base: Version, item: Record) {
+        let item = Record(type: "Leaf", id: "i", properties: ["v": .int(1)])
+        let base = try await store.change(on: nil) {
+            try $0.save(folder("t1", ["i"]))
+            try $0.save(folder("t2", []))
+            try $0.save(item)
+        }
+        return (base, item)
+    }
+
     /// Each folder's holder in `version`, by id ("-" for none), and checks that following
     /// holders from any folder ends at one with none: no folder is part of a holder cycle.
     func holders(in store: Store, at version: Version) async throws -> [String: String] {
@@ -70,10 +82,9 @@ import Testing
     func crossedMovesMakeNoHolderCycle(strategy: MergeStrategy, target: String) async throws {
         let store = Store.ticking()
         let (ours, theirs) = try await crossedMoves(in: store, under: target)
-        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
-        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
-        let reversed = try #require(try await store.merge(theirs.id, ours.id, strategy: mirrored).version)
-        #expect(reversed.id == merged.id)
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
         let holder = try await holders(in: store, at: merged)
         #expect(Set(holder.keys) == ["r", "a", "b", "m", "x"])
         if strategy == .ours {
@@ -136,9 +147,9 @@ import Testing
             try $0.save(folder("r", ["a", "b"]))
             try $0.save(folder("a", ["c"]))
         }
-        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
-        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
-        #expect(try await store.merge(theirs.id, ours.id, strategy: mirrored).version?.id == merged.id)
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
         let holder = try await holders(in: store, at: merged)
         #expect(Set(holder.keys) == ["r", "a", "b", "c"])
         #expect(try await store.verify().isIntact)
@@ -150,20 +161,15 @@ import Testing
     @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs])
     func aChildMovedIntoARecordTheOtherSideDeletedIsKept(strategy: MergeStrategy) async throws {
         let store = Store.ticking()
-        let leaf = Record(type: "Leaf", id: "i", properties: ["v": .int(1)])
-        let base = try await store.change(on: nil) {
-            try $0.save(folder("t1", ["i"]))
-            try $0.save(folder("t2", []))
-            try $0.save(leaf)
-        }
+        let (base, leaf) = try await itemInFolder(in: store)
         let ours = try await store.change(on: base) {
             try $0.save(folder("t1", []))
             try $0.save(folder("t2", ["i"]))
         }
         let theirs = try await store.change(on: base) { $0.delete(folderKey("t2")) }
-        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
-        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
-        #expect(try await store.merge(theirs.id, ours.id, strategy: mirrored).version?.id == merged.id)
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
         #expect(try await store.record(leaf.key, at: merged.id) == leaf)
         let holder = try await store.records(ofType: "Folder", at: merged.id).first { $0.childKeys.contains(leaf.key) }?.key.id
         #expect(holder == (strategy == .ours ? "t2" : "t1"))
@@ -215,10 +221,9 @@ import Testing
             heads.append(head)
         }
         for strategy in [MergeStrategy.mostRecent, .ours, .theirs] {
-            let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
-            let merged = try #require(try await store.merge(heads[0].id, heads[1].id, strategy: strategy).version)
-            let reversed = try #require(try await store.merge(heads[1].id, heads[0].id, strategy: mirrored).version)
-            #expect(reversed.id == merged.id, "seed \(seed), \(strategy)")
+            let (outcome, reversed) = try await store.mergeBothWays(heads[0], heads[1], strategy: strategy)
+            let merged = try #require(outcome.version)
+            #expect(reversed.version?.id == merged.id, "seed \(seed), \(strategy)")
             let holder = try await holders(in: store, at: merged)
             for (id, up) in holder where id != "r" { #expect(up != "-", "seed \(seed), \(strategy): \(id) has no holder") }
             if !deleting { #expect(holder.count == 9, "seed \(seed), \(strategy): \(holder)") }
@@ -234,12 +239,7 @@ import Testing
     func aDeleteThatMeetsAMoveIsAConflict(strategy: MergeStrategy, editing: Bool) async throws {
         for moveIsLater in [true, false] {
             let store = Store.ticking()
-            let leaf = Record(type: "Leaf", id: "i", properties: ["v": .int(1)])
-            let base = try await store.change(on: nil) {
-                try $0.save(folder("t1", ["i"]))
-                try $0.save(folder("t2", []))
-                try $0.save(leaf)
-            }
+            let (base, leaf) = try await itemInFolder(in: store)
             func deleting() async throws -> Version { try await store.change(on: base) { try $0.save(folder("t1", [])) } }
             func moving() async throws -> Version {
                 try await store.change(on: base) {
@@ -256,9 +256,7 @@ import Testing
                 theirs = try await moving()
                 ours = try await deleting()
             }
-            let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
-            let outcome = try await store.merge(ours.id, theirs.id, strategy: strategy)
-            let reversed = try await store.merge(theirs.id, ours.id, strategy: mirrored)
+            let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
             guard case .merged(let merged, let report) = outcome else {
                 guard case .conflicts(let conflicts) = outcome else { throw ArborError(.invalidInput, "no merge") }
                 #expect(strategy == .manual)

@@ -60,3 +60,22 @@ func item(_ id: String, _ properties: [String: PropertyValue]) -> Record {
 }
 
 func itemKey(_ id: String) -> RecordKey { RecordKey(type: "Item", id: id) }
+
+extension MergeStrategy {
+    /// The strategy that takes the same side when the two sides of a merge are swapped.
+    var mirrored: MergeStrategy {
+        switch self {
+        case .ours: .theirs
+        case .theirs: .ours
+        default: self
+        }
+    }
+}
+
+extension Store {
+    /// `merge(a, b, strategy)` and `merge(b, a, strategy.mirrored)`, which must agree.
+    func mergeBothWays(_ a: Version, _ b: Version, strategy: MergeStrategy) async throws -> (outcome: MergeOutcome, reversed: MergeOutcome) {
+        let outcome = try await merge(a.id, b.id, strategy: strategy)
+        return (outcome, try await merge(b.id, a.id, strategy: strategy.mirrored))
+    }
+}

@@ -513,16 +513,22 @@ import Testing
 
     /// `sync(with:strategy: .ours)` keeps this store's side of a conflict, `.theirs` the other's,
     /// whichever head's hash sorts first (merging the heads alone picks by hash).
+    /// Two replicas in memory that share task `t` and each retitle it ("edited on 0", "on 1").
+    func replicasEditingOneTitle() async throws -> [Store] {
+        let backends = [MemoryBackend(), MemoryBackend()]
+        let stores = backends.map { Store(backend: $0, configuration: .init(replica: "r")) }
+        let root = try await stores[0].change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)) }
+        try await sync(from: backends[0], to: backends[1])
+        for (index, store) in stores.enumerated() {
+            try await store.change(on: root) { try $0.save(Task(id: "t", title: "edited on \(index)", done: false)) }
+        }
+        return stores
+    }
+
     @Test func syncWithOursKeepsThisStoresSide() async throws {
         for strategy in [MergeStrategy.ours, .theirs] {
             for syncing in 0..<2 {
-                let backends = [MemoryBackend(), MemoryBackend()]
-                let stores = backends.map { Store(backend: $0, configuration: .init(replica: "r")) }
-                let root = try await stores[0].change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)) }
-                try await sync(from: backends[0], to: backends[1])
-                for (index, store) in stores.enumerated() {
-                    try await store.change(on: root) { try $0.save(Task(id: "t", title: "edited on \(index)", done: false)) }
-                }
+                let stores = try await replicasEditingOneTitle()
                 let report = try await stores[syncing].sync(with: stores[1 - syncing], strategy: strategy)
                 #expect(report.heads.count == 1)
                 let kept = strategy == .ours ? syncing : 1 - syncing
@@ -535,13 +541,7 @@ import Testing
     /// store's head hash sorts first.
     @Test func aManualSyncReportsThisStoresSideAsOurs() async throws {
         for syncing in 0..<2 {
-            let backends = [MemoryBackend(), MemoryBackend()]
-            let stores = backends.map { Store(backend: $0, configuration: .init(replica: "r")) }
-            let root = try await stores[0].change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false)) }
-            try await sync(from: backends[0], to: backends[1])
-            for (index, store) in stores.enumerated() {
-                try await store.change(on: root) { try $0.save(Task(id: "t", title: "edited on \(index)", done: false)) }
-            }
+            let stores = try await replicasEditingOneTitle()
             let report = try await stores[syncing].sync(with: stores[1 - syncing], strategy: .manual)
             #expect(report.conflicts.map(\.property) == ["title"])
             #expect(report.conflicts.first?.ours == .string("edited on \(syncing)"))

@@ -149,9 +149,7 @@ import Testing
             }
             let ours = try await store.change(on: start) { for record in oursEdits { try $0.save(record) } }
             let theirs = try await store.change(on: start) { for record in theirsEdits { try $0.save(record) } }
-            let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
-            let outcome = try await store.merge(ours.id, theirs.id, strategy: strategy)
-            let reversed = try await store.merge(theirs.id, ours.id, strategy: mirrored)
+            let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
             guard case .merged(let merged, let report) = outcome else {
                 guard case .conflicts(let conflicts) = outcome else { throw ArborError(.invalidInput, "no merge") }
                 #expect(strategy == .manual)
