@@ -808,6 +808,26 @@ import Testing
             }
         }
         #expect(try await target.backend.refs().isEmpty)
+        // verify names the node too (a version's count: the version), also when later versions
+        // back on the sound root, walked first and in another batch of versions, reach the node
+        // filed soundly.
+        let report = try await source.verify()
+        let flagged = damage == .versionWithAnotherCount ? Hash.of(commit) : named
+        #expect(report.damage.contains { $0.hash == flagged }, "\(damage): \(report.damage.map(\.detail))")
+        var later = head.content
+        (later.parents, later.time) = ([Hash.of(commit)], content.time)
+        var laterCommits = [(hash: Hash, bytes: [UInt8])]()
+        for _ in 0..<300 {
+            later.time = HybridTime.next(after: [later.time], now: Date())
+            let bytes = later.encoded()
+            laterCommits.append((Hash.of(bytes), bytes))
+            later.parents = [Hash.of(bytes)]
+        }
+        try await inner.put(laterCommits)
+        try await source.updateHeads(removing: [Hash.of(commit)], adding: laterCommits[laterCommits.count - 1].hash)
+        let walkedLater = try await source.verify()
+        #expect(walkedLater.damage.contains { $0.hash == flagged }, "\(damage), walked from later versions: \(walkedLater.damage.map(\.detail))")
+        try await source.updateHeads(removing: [laterCommits[laterCommits.count - 1].hash], adding: Hash.of(commit))
         // With the damaged version gone from the heads, the same exchange completes over what landed.
         try await source.updateHeads(removing: [Hash.of(commit)], adding: head.id)
         try await source.exchange(to: target)

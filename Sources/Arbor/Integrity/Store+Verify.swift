@@ -49,8 +49,8 @@ extension Store {
     /// Checks everything reachable from the refs: each object is present and matches its hash;
     /// the head set, every version, every index node and every record parse (each record
     /// decodes as reads decode it); index nodes sit at the level their
-    /// parent says, with the record count and the last key it says (checked against the parents
-    /// that reach a node first: each node is read once), and keep their keys in order; large
+    /// parent says, with the record count and the last key it says (checked against every
+    /// parent that files it, though each node is read once), and keep their keys in order; large
     /// records are blobs. And each index is in canonical shape (FORMAT.md section 7): only a
     /// node's last key may be a boundary at its level, every node but the last on its level ends
     /// on one, the root is no branch with one entry, and records are inline exactly when they are
@@ -59,10 +59,12 @@ extension Store {
     ///
     /// - Complexity: O(*N*) object reads for the *N* objects reachable, each read once, in
     ///   requests of up to a thousand; memory O(*N*) hashes (32 bytes each) to read each once,
-    ///   and O(height × 1,024) objects.
+    ///   about 100 bytes more per index node (what each other filing of it must match), and
+    ///   O(height × 1,024) objects.
     public func verify(progress: TransferProgressHandler? = nil) async throws -> VerifyReport {
         var walk = IntegrityWalk(backend: backend, progress: progress)
         walk.decodesRecords = true
+        walk.checksEveryFiling = true
         try await walk.run()
         return walk.report
     }
@@ -91,6 +93,25 @@ struct IntegrityWalk: Sendable {
     /// Whether every record is decoded, as reads decode it (verification). A collection, which
     /// needs only what objects name, and records name no objects, leaves them be.
     var decodesRecords = false
+    /// Whether every parent's filing of an index node is checked against the node, not only the
+    /// first one the walk met (verification): a node is read once, so what the later filings must
+    /// match is kept from that read (``roles``), about 60 bytes a node. A collection skips it.
+    var checksEveryFiling = false
+    /// What the walk found of each index node it read, with ``checksEveryFiling``.
+    private var roles = [Hash: NodeRole]()
+
+    /// An index node as the walk found it: what every parent's filing of it must agree with.
+    struct NodeRole {
+        var level: Int
+        var recordCount: UInt64
+        var lastKeyDigest: Int?
+        var firstKey: [UInt8]?
+
+        init(_ node: ObjectLinks, _ bytes: [UInt8]) {
+            (level, recordCount, lastKeyDigest) = (node.level, node.recordCount, node.lastKeyDigest)
+            firstKey = node.firstKeyRange.map { Array(bytes[$0]) }
+        }
+    }
 
     init(backend: any Backend, progress: TransferProgressHandler?) {
         self.backend = backend
@@ -297,6 +318,7 @@ struct IntegrityWalk: Sendable {
         for root in fresh {
             guard let bytes = objects[root], let node = node(root, bytes, named: namedBy(root)) else { continue }
             rootCounts[root] = node.recordCount
+            if checksEveryFiling { roles[root] = NodeRole(node, bytes) }
             checkIsNotOneEntryBranch(root, node, named: namedBy(root))
             checkEntries(root, node, named: "named by \(namedBy(root))")
             walkedAsLastOnLevel.insert(root)
@@ -358,6 +380,19 @@ struct IntegrityWalk: Sendable {
             return nil
         } catch {
             return (error as? ArborError)?.message ?? "\(error)"
+        }
+    }
+
+    /// Checks `entry`, a filing of a node read before, against what that read found: its level,
+    /// record count, last key (the key it is filed under) and first key (past the key its
+    /// previous sibling is filed under), as a first filing is checked.
+    mutating func check(_ entry: FiledChild, against role: NodeRole) {
+        if role.level != entry.level || role.recordCount != entry.count {
+            damaged(.corrupt, entry.child, "below node \(entry.parent): level \(role.level) with \(role.recordCount) records, expected level \(entry.level) with \(entry.count)")
+        } else if let digest = entry.keyDigest, digest != role.lastKeyDigest {
+            damaged(.corrupt, entry.child, "below node \(entry.parent): its last key is not the key node \(entry.parent) files it under")
+        } else if let lowerKey = entry.lowerKey, let first = role.firstKey, compareKeys(first[...], lowerKey) <= 0 {
+            damaged(.corrupt, entry.child, "below node \(entry.parent): its first key is not past the key its previous sibling is filed under")
         }
     }
 
@@ -437,6 +472,11 @@ struct IntegrityWalk: Sendable {
                 }
             }
         }
+        // A node read before, under another parent, is not read again; this filing of it must
+        // still agree with it, as the first did.
+        if checksEveryFiling {
+            for entry in children { if reached.contains(entry.child), let role = roles[entry.child] { check(entry, against: role) } }
+        }
         let unseen = children.filter { !reached.contains($0.child) }
         // Nodes that two parents of this group name (versions sharing them) are walked once.
         var walkedInGroup = Set<Hash>()
@@ -462,6 +502,7 @@ struct IntegrityWalk: Sendable {
                     continue
                 }
                 guard walkedInGroup.insert(entry.child).inserted else { continue }
+                if checksEveryFiling { roles[entry.child] = NodeRole(node, bytes) }
                 checkEntries(entry.child, node, named: "below node \(entry.parent)")
                 if entry.isLastOnLevel {
                     walkedAsLastOnLevel.insert(entry.child)
