@@ -63,6 +63,7 @@ struct SQLState: Hashable, CustomStringConvertible {
     static let diskFull = SQLState("53100")
     static let readOnlyTransaction = SQLState("25006")  // a standby, or default_transaction_read_only
     static let tooManyConnections = SQLState("53300")
+    static let lockNotAvailable = SQLState("55P03")  // lock_timeout, NOWAIT
 }
 
 /// Type OIDs of the parameters the adapter sends.
@@ -151,12 +152,16 @@ struct ConnectionTarget: Sendable {
     /// The URL as given (password included); only handed to libpq.
     let url: String
     let connectTimeout: Int
+    /// Seconds a statement waits for a lock before it fails (0: without bound), where neither
+    /// the server nor the URL sets `lock_timeout`.
+    let lockTimeout: Int
     /// The password as written and percent-decoded, longest first.
     let secrets: [String]
 
-    init(url: String, connectTimeout: Int) {
+    init(url: String, connectTimeout: Int, lockTimeout: Int = 60) {
         self.url = url
         self.connectTimeout = connectTimeout
+        self.lockTimeout = lockTimeout
         secrets = ConnectionTarget.secrets(in: url)
     }
 
@@ -380,6 +385,13 @@ final class PGConnection {
         // Arbor's statements are short lookups; JIT compilation (PostgreSQL 11+) would cost them
         // more than it saves. Best effort: a server without the setting keeps its default.
         if let result = PQexec(handle, "SET jit = off") { PQclear(result) }
+        // A lock another session holds (an administrator's LOCK TABLE, a transaction left open)
+        // would hold every call behind it for as long: past the lock timeout, the call fails and
+        // changes nothing. Set only where the server, its role or the URL set none (0).
+        if target.lockTimeout > 0,
+           let result = PQexec(handle, "SELECT set_config('lock_timeout', '\(target.lockTimeout * 1000)', false) WHERE current_setting('lock_timeout') = '0'") {
+            PQclear(result)
+        }
     }
 
     deinit { PQfinish(handle) }
@@ -475,6 +487,9 @@ final class PGConnection {
         }
         if state == .diskFull {
             return ArborError(.io, "PostgreSQL: the disk is full: \(message)\(suffix)", backend: engine, operation: operation)
+        }
+        if state == .lockNotAvailable {
+            return ArborError(.engine, "PostgreSQL: waited longer than the lock timeout for a lock another session holds (a LOCK TABLE, or a transaction left open), so the call changed nothing: \(message)\(suffix)", backend: engine, operation: operation)
         }
         return ArborError(.engine, "PostgreSQL error: \(message)\(suffix)", backend: engine, operation: operation)
     }

@@ -30,21 +30,29 @@ public final class PostgresBackend: Backend {
         public var maximumConnections: Int
         /// Seconds to wait for the server when connecting (unless the URL sets `connect_timeout`).
         public var connectTimeout: Int
+        /// Seconds a call waits for a lock another session holds (an administrator's `LOCK
+        /// TABLE`, a transaction left open) before it fails with ``ArborError/Code/engine``,
+        /// changing nothing; 0 waits without bound. Unless the server, the role or the URL
+        /// (`options=-c%20lock_timeout%3D…`) sets `lock_timeout`.
+        public var lockTimeout: Int
 
-        public init(url: String, maximumConnections: Int = 4, connectTimeout: Int = 10) {
+        public init(url: String, maximumConnections: Int = 4, connectTimeout: Int = 10, lockTimeout: Int = 60) {
             self.url = url
             self.maximumConnections = maximumConnections
             self.connectTimeout = connectTimeout
+            self.lockTimeout = lockTimeout
         }
 
         /// The URL with the password replaced by `***`.
         public var redactedURL: String { target.redacted }
-        var target: ConnectionTarget { ConnectionTarget(url: url, connectTimeout: connectTimeout) }
+        var target: ConnectionTarget { ConnectionTarget(url: url, connectTimeout: connectTimeout, lockTimeout: lockTimeout) }
 
         public var description: String { "PostgresBackend.Configuration(\(redactedURL))" }
         public var debugDescription: String { description }
         public var customMirror: Mirror {
-            Mirror(self, children: ["url": redactedURL, "maximumConnections": maximumConnections, "connectTimeout": connectTimeout])
+            Mirror(self, children: [
+                "url": redactedURL, "maximumConnections": maximumConnections, "connectTimeout": connectTimeout, "lockTimeout": lockTimeout,
+            ])
         }
     }
 

@@ -363,6 +363,35 @@ import Testing
         }
     }
 
+    /// A call that waits for a lock another session holds fails after the lock timeout, with
+    /// an error that says so, changing nothing; once the lock is gone, calls land. A URL that
+    /// sets its own `lock_timeout` keeps it.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func aCallWaitingForALockFailsAfterTheLockTimeout() async throws {
+        try await withDatabase { url in
+            let backend = try await PostgresBackend.create(.init(url: url, maximumConnections: 1, lockTimeout: 1))
+            let blocker = try PostgresSession(url: url)
+            _ = try blocker.execute("BEGIN")
+            _ = try blocker.execute("LOCK TABLE arbor_refs IN ACCESS EXCLUSIVE MODE")
+            let hash = Hash.of([1])
+            let start = ContinuousClock.now
+            await #expect {
+                _ = try await backend.compareAndSwap(ref: "waiting", expected: nil, new: hash)
+            } throws: { error in
+                guard let error = error as? ArborError else { return false }
+                return error.code == .engine && error.message.contains("lock timeout") && error.message.contains("55P03")
+            }
+            #expect(ContinuousClock.now - start < .seconds(30))
+            _ = try blocker.execute("ROLLBACK")
+            #expect(try await backend.ref("waiting") == nil)
+            #expect(try await backend.compareAndSwap(ref: "waiting", expected: nil, new: hash))
+            try await backend.close()
+            // The default where nothing sets one; a URL's own setting stands.
+            #expect(try blocker.execute("SHOW lock_timeout").text(0, 0) == "1min")
+            let own = try PostgresSession(url: url + (url.contains("?") ? "&" : "?") + "options=-c%20lock_timeout%3D7s")
+            #expect(try own.execute("SHOW lock_timeout").text(0, 0) == "7s")
+        }
+    }
+
     /// A cancelled task stops its PostgreSQL call: one waiting for a lock another session holds
     /// is cancelled on the server (it used to wait as long as the lock), one waiting for a free
     /// connection leaves the queue at once; both throw CancellationError, and the store works
