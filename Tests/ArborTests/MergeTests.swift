@@ -488,6 +488,29 @@ import Testing
         }
     }
 
+    /// A resolver that leaves out a child both sides kept: the child goes, as the resolver
+    /// said; the merge does not put it back where the ancestor held it.
+    @Test func aChildAResolverLeavesOutGoes() async throws {
+        var resolvers = MergeResolvers()
+        resolvers.register(ResolverOwner.self) { _, ours, _ in
+            var merged = ours
+            merged.title = "resolved"
+            merged.parts.removeAll { $0.id == "dropped" }
+            return merged
+        }
+        try await withStore(.memory, resolvers: resolvers) { store in
+            let parts = [ResolverPart(id: "kept", text: "k"), ResolverPart(id: "dropped", text: "d")]
+            let root = try await store.change(on: nil) { try $0.save(ResolverOwner(id: "o", title: "base", parts: parts)) }
+            let a = try await store.change(on: root) { try $0.save(ResolverOwner(id: "o", title: "a", parts: parts)) }
+            let b = try await store.change(on: root) { try $0.save(ResolverOwner(id: "o", title: "b", parts: parts)) }
+            for (ours, theirs) in [(a, b), (b, a)] {
+                let (version, _) = try merged(try await store.merge(ours.id, theirs.id))
+                #expect(try await store.value(ResolverOwner.self, id: "o", at: version.id)?.parts.map(\.id) == ["kept"])
+                #expect(try await store.record(RecordKey(type: "ResolverPart", id: "dropped"), at: version.id) == nil)
+            }
+        }
+    }
+
     @Test func typeResolverAndOverride() async throws {
         var resolvers = MergeResolvers()
         resolvers.register(Task.self) { base, ours, theirs in

@@ -383,8 +383,8 @@ struct StressModel {
     /// `record`, as the merge of `key` is expected, with the children a merge puts back where
     /// `base` held them: each child of one of `base`'s arrays (or held alone in a property) that
     /// both sides keep and that `merged` keeps but no other record of it holds, back at its index
-    /// there (at most the end), in key order, as the merge puts back the children it would
-    /// otherwise leave with no holder.
+    /// there (at most the end), in the ancestor's order, as the merge puts back the children it
+    /// would otherwise leave with no holder.
     static func placingBack(_ record: Record?, base: Record?, ours: RecordState, theirs: RecordState, merged: RecordState) -> Record? {
         guard var record, let base else { return record }
         var places = [(child: RecordKey, name: String, index: Int?, element: PropertyValue)]()
@@ -395,7 +395,7 @@ struct StressModel {
                 places.append((value.childKeys[0], name, nil, value))
             }
         }
-        for place in places.sorted(by: { $0.child < $1.child }) {
+        for place in places.sorted(by: { ($0.index ?? -1) < ($1.index ?? -1) }) {
             guard ours[place.child] != nil, theirs[place.child] != nil, merged[place.child] != nil, !record.childKeys.contains(place.child),
                   !merged.values.contains(where: { $0.key != record.key && $0.childKeys.contains(place.child) }) else { continue }
             switch (place.index, record.properties[place.name]) {
@@ -541,7 +541,7 @@ func expectedRootMerge(base: Record?, ours: Record?, theirs: Record?, oursWins: 
         if o != nil, t != nil, let kb = keys(x), let ko = keys(o), let kt = keys(t) {
             var seen = Set<PropertyValue>()
             var result = kb.filter { ko.contains($0) && kt.contains($0) && seen.insert($0).inserted }
-            // A side's reorder of the kept elements stands; two different reorders conflict.
+            // A side's reorder of the kept elements stands; two different ones keep the ancestor's.
             let kept = seen
             func order(_ side: [PropertyValue]) -> [PropertyValue] {
                 var met = Set<PropertyValue>()
@@ -552,9 +552,6 @@ func expectedRootMerge(base: Record?, ours: Record?, theirs: Record?, oursWins: 
                 result = theirsOrder
             } else if theirsOrder == result || theirsOrder == oursOrder {
                 result = oursOrder
-            } else {
-                if let oursWins { merged[name] = oursWins ? o : t } else { open.insert(name) }
-                continue
             }
             let added = (ko + kt).filter { !kb.contains($0) && seen.insert($0).inserted }
             func key(_ value: PropertyValue) -> (Int, RecordKey) {

@@ -50,7 +50,8 @@ extension Store {
     /// and sends the merge to `other`. With ``MergeStrategy/ours`` this store's side wins, with
     /// ``MergeStrategy/theirs`` the other's. Afterwards both have the same single head, unless the
     /// strategy is ``MergeStrategy/manual`` and the heads conflict: then both keep the same
-    /// several heads and the report lists the conflicts, this store's side as ours.
+    /// several heads and the report lists the conflicts (this store's side as ours, where each
+    /// store brought one head; else by hash order, as ``mergeHeads(strategy:)`` pairs them).
     ///
     /// Merges are deterministic, so replicas that sync in any order converge on the same hash.
     ///

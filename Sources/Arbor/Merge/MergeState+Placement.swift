@@ -34,50 +34,50 @@ extension MergeState {
         return ours[key] != nil && theirs[key] != nil
     }
 
-    /// Puts child `child` back where the ancestor held it, if that record is merged and holds
-    /// nothing in its place: into its array at the ancestor's index (at most the end), with the
-    /// entry that wrapped it, or into the property that held it alone. Returns whether it did.
+    /// Puts `children` back where the ancestor held them, where that record is merged (and not
+    /// as a resolver returned it: what it left out goes) and holds nothing in their place: into
+    /// its array at the ancestor's index (at most the end; several into one array in the
+    /// ancestor's order), with the entry that wrapped each, or into the property that held one
+    /// alone. Returns those put back.
     ///
-    /// - Complexity: O(m) for the `m` changed records' bytes, plus decoding the holder.
-    mutating func placeBack(_ child: RecordKey, store: Store) throws -> Bool {
-        guard let (holderKey, baseBytes) = try ancestorHolder(of: child),
-              case .some(.some(let holder)) = merged[holderKey] else { return false }
-        let before = try store.decodeRecord(baseBytes, of: holderKey)
-        for (name, value) in before.properties where value.childKeys.contains(child) {
-            switch (value, holder.properties[name]) {
-            case (.array(let old), .array(var now)?):
-                guard !now.contains(where: { $0.childKeys.contains(child) }),
-                      let index = old.firstIndex(where: { $0.childKeys.contains(child) }),
-                      old[index].childKeys == [child] else { return false }
-                now.insert(old[index], at: min(index, now.count))
-                var properties = holder.properties
-                properties[name] = .array(now)
-                merged[holderKey] = .some(Record(key: holderKey, properties: properties))
-                return true
-            case (_, nil), (_, .null?):
-                guard value.childKeys == [child] else { return false }
-                var properties = holder.properties
-                properties[name] = value
-                merged[holderKey] = .some(Record(key: holderKey, properties: properties))
-                return true
-            default:
-                return false
+    /// - Complexity: O(m) for the `m` changed records' bytes (once per merge), plus decoding
+    ///   each holder once and O(e) for the `e` elements of its arrays.
+    mutating func placeBack(_ children: [RecordKey], store: Store) throws -> Set<RecordKey> {
+        if ancestorHolders == nil {
+            var holders = [RecordKey: RecordKey]()
+            for key in changed { for child in try base[key].map(RecordCoding.childKeys) ?? [] { holders[child] = key } }
+            ancestorHolders = holders
+        }
+        var byHolder = [RecordKey: Set<RecordKey>]()
+        for child in children { if let holder = ancestorHolders?[child] { byHolder[holder, default: []].insert(child) } }
+        var placed = Set<RecordKey>()
+        for (holderKey, group) in byHolder {
+            guard !settledByResolver.contains(holderKey), case .some(.some(let holder)) = merged[holderKey],
+                  let baseBytes = base[holderKey] else { continue }
+            let before = try store.decodeRecord(baseBytes, of: holderKey)
+            var properties = holder.properties
+            for (name, value) in before.properties where value.holdsChildren {
+                switch (value, properties[name]) {
+                case (.array(let old), .array(var now)?):
+                    let held = Set(now.flatMap(\.childKeys))
+                    for (index, element) in old.enumerated() {
+                        guard element.childKeys.count == 1, let child = element.childKeys.first,
+                              group.contains(child), !held.contains(child), !placed.contains(child) else { continue }
+                        now.insert(element, at: min(index, now.count))
+                        placed.insert(child)
+                    }
+                    properties[name] = .array(now)
+                case (_, nil), (_, .null?):
+                    guard value.childKeys.count == 1, let child = value.childKeys.first, group.contains(child), !placed.contains(child) else { continue }
+                    properties[name] = value
+                    placed.insert(child)
+                default:
+                    continue
+                }
             }
+            if properties != holder.properties { merged[holderKey] = .some(Record(key: holderKey, properties: properties)) }
         }
-        return false
-    }
-
-    /// The record that held `child` at the ancestor, with its bytes there, among the changed
-    /// records and those the merge holds unchanged: whichever of them held it. A child's holder
-    /// that is neither still holds it.
-    private func ancestorHolder(of child: RecordKey) throws -> (RecordKey, [UInt8])? {
-        for key in changed {
-            if let bytes = base[key], try RecordCoding.childKeys(bytes).contains(child) { return (key, bytes) }
-        }
-        for key in merged.keys.sorted() where !isChanged.contains(key) {
-            if case .some(.some(let bytes)) = inOurs[key], try RecordCoding.childKeys(bytes).contains(child) { return (key, bytes) }
-        }
-        return nil
+        return placed
     }
 
     /// The children record `key` holds on each side (for a record no side changed, what it holds
@@ -100,15 +100,16 @@ extension MergeState {
     ///
     /// Neither side has a cycle, so every cycle has a hold that ours lacks and one that theirs
     /// lacks, and is reached from the children of either kind. The records below both kinds are
-    /// walked a level at a time, together, until one walk ends: that walk reached every cycle.
+    /// walked in turns, the one that has reached fewer records going on, until one walk ends:
+    /// that walk reached every cycle.
     /// A cycle can pass through records no side changed (a folder moved into a subfolder of the
     /// folder the other side moved into it); those are read from ours' index. The cycles are
     /// the strongly connected components of what that walk reached, which depend on the merged
     /// records alone, not on which walk ended first: both directions of a merge find the same.
     ///
     /// - Complexity: O(m) for `m` merged records when one side moved nothing into a record; else
-    ///   O(s log n) node reads for the `s` records below the children moved, on the side that
-    ///   moved fewer.
+    ///   O(s log n) node reads for the `s` records below the children moved, on the side whose
+    ///   moved records hold fewer.
     func holderCycles(store: Store, source: NodeSource) async throws -> [HolderCycle] {
         var notInOurs = Set<RecordKey>(), notInTheirs = Set<RecordKey>()
         for case let (key, record?) in merged {
@@ -129,22 +130,26 @@ extension MergeState {
             case .none: unchanged[key] ?? []
             }
         }
-        var walks = [(reached: notInOurs, frontier: notInOurs.sorted()), (reached: notInTheirs, frontier: notInTheirs.sorted())]
+        // Each step expands up to `step` records of the walk that has reached fewer: the walks
+        // cost about twice the smaller one, however wide or deep either is.
+        let step = 1_024
+        var walks = [(reached: notInOurs, frontier: notInOurs.sorted()[...]), (reached: notInTheirs, frontier: notInTheirs.sorted()[...])]
         var finished: Set<RecordKey>?
         while finished == nil {
-            let unread = Set(walks.flatMap(\.frontier)).filter { merged[$0] == nil && unchanged[$0] == nil }.sorted()
+            let index = walks[0].reached.count <= walks[1].reached.count ? 0 : 1
+            let batch = walks[index].frontier.prefix(step)
+            walks[index].frontier = walks[index].frontier.dropFirst(batch.count)
+            let unread = batch.filter { merged[$0] == nil && unchanged[$0] == nil }
             if !unread.isEmpty {
-                let found = try await store.records(unread, root: oursRoot, source: source)
+                let found = try await store.records(Array(unread), root: oursRoot, source: source)
                 for key in unread { unchanged[key] = found[key]?.childKeys ?? [] }
             }
-            for index in walks.indices {
-                var next = [RecordKey]()
-                for key in walks[index].frontier {
-                    for child in children(key) where walks[index].reached.insert(child).inserted { next.append(child) }
-                }
-                walks[index].frontier = next
-                if next.isEmpty && finished == nil { finished = walks[index].reached }
+            var next = [RecordKey]()
+            for key in batch {
+                for child in children(key) where walks[index].reached.insert(child).inserted { next.append(child) }
             }
+            walks[index].frontier += next
+            if walks[index].frontier.isEmpty { finished = walks[index].reached }
         }
         guard let reached = finished else { return [] }
 
@@ -167,29 +172,34 @@ extension MergeState {
             moves.sort { $0.hold < $1.hold }
             if !moves.isEmpty { cycles.append(HolderCycle(moves: moves)) }
         }
-        return cycles
+        // In an order of their own, not the walk's: undoing one may change what another can do.
+        return cycles.sorted { $0.moves[0].hold < $1.moves[0].hold }
     }
 
     /// Undoes `move`: its holder lets the child go (from its arrays, with the entry that wraps
     /// it; a property that holds it alone goes back to the ancestor's value, or null), and the
     /// child goes back where the ancestor held it (``placeBack(_:store:)``), if it can. Returns
-    /// whether the child went back.
-    mutating func undo(_ move: Hold, store: Store) throws -> Bool {
-        guard case .some(.some(let holder)) = merged[move.holder], let value = holder.properties[move.property] else { return false }
+    /// `nil` if the holder cannot let it go alone (it shares an entry with other children,
+    /// which letting go of the entry would take along), else whether the child went back.
+    mutating func undo(_ move: Hold, store: Store) throws -> Bool? {
+        guard case .some(.some(let holder)) = merged[move.holder], let value = holder.properties[move.property] else { return nil }
         var properties = holder.properties
-        if let without = value.droppingElement(move.child, wholeEntries: true) {
+        if let without = value.droppingElement(move.child, wholeEntries: true), !without.childKeys.contains(move.child) {
             properties[move.property] = without
-        } else {
+        } else if value.childKeys == [move.child] {
             let before = try base[move.holder].map { try store.decodeRecord($0, of: move.holder) }
             let old = before?.properties[move.property] ?? .null
             properties[move.property] = old.childKeys.contains(move.child) ? .null : old
+        } else {
+            return nil
         }
         merged[move.holder] = .some(Record(key: move.holder, properties: properties))
-        return try placeBack(move.child, store: store)
+        return try placeBack([move.child], store: store).contains(move.child)
     }
 
-    /// Whether `move`'s child can go back where the ancestor held it, once its holder lets it go.
-    func canPlaceBack(_ move: Hold, store: Store) throws -> Bool {
+    /// Whether `move` can be undone (``undo(_:store:)``: `nil` if not), and whether its child
+    /// then goes back where the ancestor held it.
+    func undoing(_ move: Hold, store: Store) throws -> Bool? {
         var trial = self
         return try trial.undo(move, store: store)
     }
@@ -210,7 +220,8 @@ extension MergeState {
             case .theirs: move.inTheirs
             case nil: false
             }
-            ranked.append((move.hold, try canPlaceBack(move.hold, store: store), taken, stamps[move.hold]))
+            guard let placed = try undoing(move.hold, store: store) else { continue }
+            ranked.append((move.hold, placed, taken, stamps[move.hold]))
         }
         return ranked.min { a, b in
             if a.placed != b.placed { return a.placed }

@@ -18,6 +18,11 @@ struct MergeState {
     private(set) var inOurs = [RecordKey: [UInt8]?]()
     /// The merged state of the keys decided so far (`nil`: deleted); other keys are as in ours.
     var merged = [RecordKey: Record?]()
+    /// The record that held each child at the ancestor, among the changed records: made when
+    /// first asked for (``placeBack(_:store:)``), once every record was decoded.
+    var ancestorHolders: [RecordKey: RecordKey]?
+    /// The records a resolver returned: what they leave out goes, and nothing is put back.
+    var settledByResolver = Set<RecordKey>()
     /// Blob objects of large merged records, to write with the commit.
     private(set) var blobs = [(hash: Hash, bytes: [UInt8])]()
     /// The children ``findContestedChildren(store:)`` found, with the places each side put them.
@@ -111,8 +116,8 @@ struct MergeState {
     /// Restores ownership in the merged records: a child a merged record names but the merge
     /// deleted is restored (from ours, else theirs), a record that some version of a changed
     /// record owned and no merged record owns any more is deleted, with what it owns (unless
-    /// both sides keep it: it goes back where the ancestor held it, ``placeBack(_:store:)``,
-    /// if it can), and then
+    /// both sides keep it: it goes back where the ancestor held it, if it can,
+    /// ``placeBack(_:store:)``), and then
     /// a child that several merged records hold is let go by all but one
     /// (``releaseSharedChildren(preferring:)``, `preferring` the side a strategy takes).
     ///
@@ -152,7 +157,8 @@ struct MergeState {
             var orphans = unheld.filter { if case .some(.some) = merged[$0] { true } else { false } }.sorted()
             // A record both sides keep lost its holders to the merge alone (one side moved it
             // into a record the other deleted): it goes back where the ancestor held it.
-            orphans = try orphans.filter { key in try !(keptByBothSides(key) && placeBack(key, store: store)) }
+            let placed = try placeBack(orphans.filter(keptByBothSides), store: store)
+            orphans.removeAll { placed.contains($0) }
             if orphans.isEmpty {
                 // Only once no holder is left to go as an orphan: one that took a child from
                 // another and then went would take the child with it.
@@ -288,17 +294,23 @@ struct MergeState {
         return result
     }
 
-    /// Lets `child` go from every merged record that holds it in an array (with the entry that
-    /// wraps it, if that is the entry's only child): a record a side deleted that the merge
-    /// deletes, which the other side had moved. A record that holds it otherwise keeps it, and
+    /// Lets `children` go from every merged record that holds them in an array (with the entry
+    /// that wraps one, if it is the entry's only child): records a side deleted that the merge
+    /// deletes, which the other side had moved. A record that holds one otherwise keeps it, and
     /// the merge keeps the child.
     ///
-    /// - Complexity: O(m) for `m` merged records.
-    mutating func letGo(_ child: RecordKey) {
-        for case let (key, record?) in merged where record.childKeys.contains(child) {
+    /// - Complexity: O(m + e·c) for `m` merged records, `e` elements of the arrays that hold
+    ///   the `c` children.
+    mutating func letGo(_ children: Set<RecordKey>) {
+        guard !children.isEmpty else { return }
+        for case let (key, record?) in merged {
+            let held = Set(record.childKeys).intersection(children)
+            guard !held.isEmpty else { continue }
             var properties = record.properties
-            for (name, value) in record.properties where value.childKeys.contains(child) {
-                if let without = value.droppingElement(child, wholeEntries: true) { properties[name] = without }
+            for (name, value) in record.properties where value.holdsChildren {
+                for child in held where properties[name]?.childKeys.contains(child) == true {
+                    if let without = properties[name]?.droppingElement(child, wholeEntries: true) { properties[name] = without }
+                }
             }
             merged[key] = .some(Record(key: key, properties: properties))
         }

@@ -86,9 +86,9 @@ struct RecordMerge {
 
     /// Arrays of child or reference keys merge as sets: the ancestor's elements, minus those
     /// either side removed, in the ancestor's order, or in the order a side put them in if one
-    /// side reordered them (both, differently: a conflict); then the elements either side added,
-    /// in key order (so both directions of a merge agree). `nil` if the values are not such
-    /// arrays, or for that conflict.
+    /// side reordered them (both, differently: the ancestor's order, as neither can be taken
+    /// without the other's additions or removals); then the elements either side added, in key
+    /// order (so both directions of a merge agree). `nil` if the values are not such arrays.
     static func mergeKeySets(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue? {
         func elements(_ value: PropertyValue?) -> [PropertyValue]? {
             guard case .array(let values)? = value else { return value == nil ? [] : nil }
@@ -109,8 +109,6 @@ struct RecordMerge {
             result = theirsOrder
         } else if theirsOrder == result || theirsOrder == oursOrder {
             result = oursOrder
-        } else {
-            return nil
         }
         let added = (o + t).filter { !baseSet.contains($0) && seen.insert($0).inserted }
         result += added.sorted(by: Self.keyOrder)

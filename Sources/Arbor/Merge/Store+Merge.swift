@@ -28,8 +28,8 @@ extension Store {
     ///   side in a store of `n` records, plus O(v) version reads for the `v` versions since the
     ///   fork (and, for conflicts settled by ``MergeStrategy/mostRecent``, O(c log n) reads per
     ///   such version for `c` conflicting records). Where both sides moved records into others,
-    ///   the check for holder cycles reads the records below the moved ones, on the side that
-    ///   moved fewer: O(s log n) for `s` such records.
+    ///   the check for holder cycles reads the records below the moved ones, on the side whose
+    ///   moved records hold fewer: O(s log n) for `s` such records.
     @discardableResult
     public func merge(_ ours: Hash, _ theirs: Hash, strategy: MergeStrategy? = nil) async throws -> MergeOutcome {
         let sides = try await versions([ours, theirs])
@@ -75,13 +75,15 @@ extension Store {
 
     /// ``mergeHeads(strategy:)``; with ``MergeStrategy/ours`` or ``MergeStrategy/theirs`` and
     /// heads both in and out of `preferred`, those in it are "ours": each side is merged to one
-    /// version, then the two, ours first. So too with ``MergeStrategy/manual``, whose conflicts
-    /// then name `preferred`'s side ours.
+    /// version, then the two, ours first. So too with ``MergeStrategy/manual`` and two heads,
+    /// whose conflicts then name `preferred`'s side ours (a clean merge of two heads is the same
+    /// commit either way round; of more, the pairs would differ from other replicas').
     func mergeHeads(strategy: MergeStrategy?, preferring preferred: Set<Hash>) async throws -> MergeOutcome? {
         let (_, ids) = try await headState()
         let rule = MergeRule(asked: strategy, configuration: configuration)
         let ours = ids.filter(preferred.contains)
-        let takesSides = [MergeStrategy.ours, .theirs, .manual].contains(rule.strategy) || configuration.mergeResolvers.takesSides
+        let takesSides = [MergeStrategy.ours, .theirs].contains(rule.strategy) || configuration.mergeResolvers.takesSides
+            || (rule.strategy == .manual && ids.count == 2)
         let sides = takesSides && !ours.isEmpty && ours.count < ids.count
             ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
         let (folded, merges, written) = try await foldHeads(sides, rule: rule, keepingWritten: true)
@@ -229,9 +231,10 @@ extension Store {
             }
         }
         for (key, record) in resolved { state.merged[key] = .some(record) }
+        state.settledByResolver = Set(resolved.keys)
         // A record the merge deletes that the other side moved: its new holder lets it go, or
         // taking ownership back would restore it.
-        for key in deletedAndMoved.keys.sorted() where state.merged[key] == .some(nil) { state.letGo(key) }
+        state.letGo(Set(deletedAndMoved.keys.filter { state.merged[$0] == .some(nil) }))
 
         // A child both sides moved goes where the side a strategy takes put it.
         let side: RecordMerge.Side? = switch strategy {
