@@ -158,7 +158,7 @@ struct ConnectionTarget: Sendable {
     /// The password as written and percent-decoded, longest first.
     let secrets: [String]
 
-    init(url: String, connectTimeout: Int, lockTimeout: Int = 60) {
+    init(url: String, connectTimeout: Int, lockTimeout: Int = 300) {
         self.url = url
         self.connectTimeout = connectTimeout
         self.lockTimeout = lockTimeout
@@ -388,8 +388,10 @@ final class PGConnection {
         // A lock another session holds (an administrator's LOCK TABLE, a transaction left open)
         // would hold every call behind it for as long: past the lock timeout, the call fails and
         // changes nothing. Set only where the server, its role or the URL set none (0).
-        if target.lockTimeout > 0,
-           let result = PQexec(handle, "SELECT set_config('lock_timeout', '\(target.lockTimeout * 1000)', false) WHERE current_setting('lock_timeout') = '0'") {
+        // At most PostgreSQL's largest (2^31 - 1 ms); the value is a number, never data.
+        let milliseconds = min(max(target.lockTimeout, 0), Int(Int32.max) / 1000) * 1000
+        if milliseconds > 0,
+           let result = PQexec(handle, "SELECT set_config('lock_timeout', '\(milliseconds)', false) WHERE current_setting('lock_timeout') = '0'") {
             PQclear(result)
         }
     }
@@ -489,7 +491,7 @@ final class PGConnection {
             return ArborError(.io, "PostgreSQL: the disk is full: \(message)\(suffix)", backend: engine, operation: operation)
         }
         if state == .lockNotAvailable {
-            return ArborError(.engine, "PostgreSQL: waited longer than the lock timeout for a lock another session holds (a LOCK TABLE, or a transaction left open), so the call changed nothing: \(message)\(suffix)", backend: engine, operation: operation)
+            return ArborError(.engine, "PostgreSQL: waited longer than the lock timeout for a lock another session holds (a LOCK TABLE, a transaction left open, or another writer's long write of the same objects), so the call changed nothing and can be run again: \(message)\(suffix)", backend: engine, operation: operation)
         }
         return ArborError(.engine, "PostgreSQL error: \(message)\(suffix)", backend: engine, operation: operation)
     }

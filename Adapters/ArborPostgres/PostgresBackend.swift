@@ -31,12 +31,14 @@ public final class PostgresBackend: Backend {
         /// Seconds to wait for the server when connecting (unless the URL sets `connect_timeout`).
         public var connectTimeout: Int
         /// Seconds a call waits for a lock another session holds (an administrator's `LOCK
-        /// TABLE`, a transaction left open) before it fails with ``ArborError/Code/engine``,
-        /// changing nothing; 0 waits without bound. Unless the server, the role or the URL
+        /// TABLE`, a transaction left open, another writer's write of the same objects) before
+        /// it fails with ``ArborError/Code/engine``, changing nothing; 0 waits without bound (as
+        /// does a URL or role that sets `lock_timeout` to 0 explicitly: 0 is also PostgreSQL's
+        /// "unset", which this replaces). Up to 2,147,483. Unless the server, the role or the URL
         /// (`options=-c%20lock_timeout%3D…`) sets `lock_timeout`.
         public var lockTimeout: Int
 
-        public init(url: String, maximumConnections: Int = 4, connectTimeout: Int = 10, lockTimeout: Int = 60) {
+        public init(url: String, maximumConnections: Int = 4, connectTimeout: Int = 10, lockTimeout: Int = 300) {
             self.url = url
             self.maximumConnections = maximumConnections
             self.connectTimeout = connectTimeout

@@ -305,4 +305,43 @@ import Testing
             #expect(try await store.record(folderKey("e"), at: merged.id) != nil)
         }
     }
+
+    /// Crossed moves whose holds each sit in an entry with a new child beside the moved one
+    /// (`{box, note}`): no move can be undone alone, so one goes with its entry, and the new child
+    /// of that entry with it; the same commit both ways, no cycle.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs])
+    func crossedMovesInSharedEntriesAreUndoneWithTheirEntry(strategy: MergeStrategy) async throws {
+        func box(_ id: String, _ slots: [(box: String, note: String?)]) -> Record {
+            Record(type: "Folder", id: id, properties: ["kids": .array(slots.map { slot in
+                var entry: [String: PropertyValue] = ["box": .child(folderKey(slot.box))]
+                if let note = slot.note { entry["note"] = .child(RecordKey(type: "Leaf", id: note)) }
+                return .map(entry)
+            })])
+        }
+        let note = { (id: String) in Record(type: "Leaf", id: id, properties: ["v": .int(1)]) }
+        let store = Store.ticking()
+        let base = try await store.change(on: nil) {
+            try $0.save(box("r", [("a", nil), ("b", nil)]))
+            try $0.save(box("a", []))
+            try $0.save(box("b", []))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(box("r", [("b", nil)]))
+            try $0.save(box("b", [("a", "i1")]))
+            try $0.save(note("i1"))
+        }
+        let theirs = try await store.change(on: base) {
+            try $0.save(box("r", [("a", nil)]))
+            try $0.save(box("a", [("b", "i2")]))
+            try $0.save(note("i2"))
+        }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        let holder = try await holders(in: store, at: merged)
+        #expect(Set(holder.keys) == ["r", "a", "b"])
+        let leaves = try await store.records(ofType: "Leaf", at: merged.id).map(\.key.id)
+        #expect(leaves == [strategy == .ours ? "i1" : "i2"])
+        #expect(try await store.verify().isIntact)
+    }
 }

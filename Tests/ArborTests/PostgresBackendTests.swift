@@ -386,7 +386,7 @@ import Testing
             #expect(try await backend.compareAndSwap(ref: "waiting", expected: nil, new: hash))
             try await backend.close()
             // The default where nothing sets one; a URL's own setting stands.
-            #expect(try blocker.execute("SHOW lock_timeout").text(0, 0) == "1min")
+            #expect(try blocker.execute("SHOW lock_timeout").text(0, 0) == "5min")
             let own = try PostgresSession(url: url + (url.contains("?") ? "&" : "?") + "options=-c%20lock_timeout%3D7s")
             #expect(try own.execute("SHOW lock_timeout").text(0, 0) == "7s")
         }

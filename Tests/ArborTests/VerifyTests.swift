@@ -40,6 +40,54 @@ import Testing
     /// names: they used to read every blob below up to 1,024 leaves at once.
     /// A version named by a ref besides the heads (a tag on the head) is one version: it was
     /// counted, and checked, once per name.
+    /// A version whose index files a leaf that later versions share with another record count:
+    /// verify names the leaf, though the sound filings, checked in the same batch of versions,
+    /// read it first, in an earlier request of that batch.
+    @Test func aSharedNodeFiledOtherwiseLaterInABatchIsNamed() async throws {
+        let backend = MemoryBackend()
+        let store = Store(backend: backend, configuration: .init(replica: "v"))
+        var changes = ChangeSet()
+        for index in 0..<6_000 { try changes.save(Person(id: "p\(index)", name: "person \(index)")) }
+        let head = try await store.commit(changes)
+        // Down the first entries to the first branch over leaves.
+        var path = [try IndexNode.decode(try #require(try await backend.get(head.root)))]
+        while path[path.count - 1].level > 1 {
+            guard case .node(let next, _) = path[path.count - 1].entries[0].payload else { Issue.record("no branch"); return }
+            path.append(try IndexNode.decode(try #require(try await backend.get(next))))
+        }
+        // That branch's last leaf, filed with one record more: later versions add records that
+        // sort first, into the branch's first leaf, and share this one.
+        var branch = path.removeLast()
+        guard case .node(let leaf, let leafCount) = branch.entries[branch.entries.count - 1].payload else { Issue.record("no leaf"); return }
+        branch.entries[branch.entries.count - 1].payload = .node(leaf, count: leafCount + 1)
+        var written = [(hash: Hash, bytes: [UInt8])]()
+        var below = branch
+        while true {
+            let bytes = below.encoded()
+            written.append((Hash.of(bytes), bytes))
+            guard var parent = path.popLast() else { break }
+            parent.entries[0].payload = .node(Hash.of(bytes), count: below.recordCount)
+            below = parent
+        }
+        var content = head.content
+        (content.root, content.recordCount, content.parents) = (written[written.count - 1].hash, below.recordCount, [head.id])
+        content.time = HybridTime.next(after: [head.time], now: Date())
+        let damaged = content.encoded()
+        try await backend.put(written + [(Hash.of(damaged), damaged)])
+        try await store.updateHeads(removing: [], adding: Hash.of(damaged))
+        // 240 sound versions on the first one, the first also naming the damaged one as a parent:
+        // verify checks them together (256 versions at a time, newest first), and the damaged
+        // one's filing comes after thousands of sound ones, in a later request.
+        var parents = [head.id, Hash.of(damaged)]
+        for index in 0..<240 {
+            var more = ChangeSet()
+            try more.save(Person(id: "a\(index)", name: "added"))
+            parents = [try await store.commit(more, parents: parents).id]
+        }
+        let report = try await store.verify()
+        #expect(report.damage.map(\.hash) == [leaf], "\(report.damage.map(\.detail))")
+    }
+
     @Test func aVersionNamedTwiceIsCountedOnce() async throws {
         let store = Store(backend: MemoryBackend())
         let version = try await store.save(Task(id: "t", title: "tagged", done: false))

@@ -59,7 +59,7 @@ extension Store {
     ///
     /// - Complexity: O(*N*) object reads for the *N* objects reachable, each read once, in
     ///   requests of up to a thousand; memory O(*N*) hashes (32 bytes each) to read each once,
-    ///   about 100 bytes more per index node (what each other filing of it must match), and
+    ///   about 150 bytes more per index node (what each other filing of it must match), and
     ///   O(height × 1,024) objects.
     public func verify(progress: TransferProgressHandler? = nil) async throws -> VerifyReport {
         var walk = IntegrityWalk(backend: backend, progress: progress)
@@ -95,7 +95,7 @@ struct IntegrityWalk: Sendable {
     var decodesRecords = false
     /// Whether every parent's filing of an index node is checked against the node, not only the
     /// first one the walk met (verification): a node is read once, so what the later filings must
-    /// match is kept from that read (``roles``), about 60 bytes a node. A collection skips it.
+    /// match is kept from that read (``roles``), about 150 bytes a node. A collection skips it.
     var checksEveryFiling = false
     /// What the walk found of each index node it read, with ``checksEveryFiling``.
     private var roles = [Hash: NodeRole]()
@@ -484,7 +484,12 @@ struct IntegrityWalk: Sendable {
             let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
             var next = [CheckedNode]()
             for entry in chunk {
-                guard let bytes = fetched[entry.child], let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
+                guard let bytes = fetched[entry.child] else {
+                    // Read in an earlier chunk of this group, under another parent.
+                    if checksEveryFiling, let role = roles[entry.child] { check(entry, against: role) }
+                    continue
+                }
+                guard let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
                 guard node.level == entry.level, node.recordCount == entry.count else {
                     damaged(.corrupt, entry.child, "below node \(entry.parent): level \(node.level) with \(node.recordCount) records, expected level \(entry.level) with \(entry.count)")
                     continue

@@ -179,12 +179,16 @@ extension MergeState {
     /// Undoes `move`: its holder lets the child go (from its arrays, with the entry that wraps
     /// it; a property that holds it alone goes back to the ancestor's value, or null), and the
     /// child goes back where the ancestor held it (``placeBack(_:store:)``), if it can. Returns
-    /// `nil` if the holder cannot let it go alone (it shares an entry with other children,
-    /// which letting go of the entry would take along), else whether the child went back.
-    mutating func undo(_ move: Hold, store: Store) throws -> Bool? {
+    /// `nil` if the holder cannot let it go alone (it shares an entry with other children), else
+    /// whether the child has a holder (went back, or another record holds it). With `withEntry`, such an entry goes whole: its other
+    /// children are left to ownership (back where the ancestor held them, if both sides keep
+    /// them, else away).
+    mutating func undo(_ move: Hold, withEntry: Bool = false, store: Store) throws -> Bool? {
         guard case .some(.some(let holder)) = merged[move.holder], let value = holder.properties[move.property] else { return nil }
         var properties = holder.properties
         if let without = value.droppingElement(move.child, wholeEntries: true), !without.childKeys.contains(move.child) {
+            properties[move.property] = without
+        } else if withEntry, let without = value.droppingEntries(holding: move.child), !without.childKeys.contains(move.child) {
             properties[move.property] = without
         } else if value.childKeys == [move.child] {
             let before = try base[move.holder].map { try store.decodeRecord($0, of: move.holder) }
@@ -194,45 +198,53 @@ extension MergeState {
             return nil
         }
         merged[move.holder] = .some(Record(key: move.holder, properties: properties))
+        // Still held elsewhere (a holder that could not let it go shares it): nothing to put back.
+        if merged.values.contains(where: { $0?.childKeys.contains(move.child) == true }) { return true }
         return try placeBack([move.child], store: store).contains(move.child)
     }
 
-    /// Whether `move` can be undone (``undo(_:store:)``: `nil` if not), and whether its child
-    /// then goes back where the ancestor held it.
-    func undoing(_ move: Hold, store: Store) throws -> Bool? {
+    /// Whether `move` can be undone (``undo(_:withEntry:store:)``: `nil` if not), and whether
+    /// its child then goes back where the ancestor held it.
+    func undoing(_ move: Hold, withEntry: Bool, store: Store) throws -> Bool? {
         var trial = self
-        return try trial.undo(move, store: store)
+        return try trial.undo(move, withEntry: withEntry, store: store)
     }
 
-    /// The move of `cycle` to undo, of those not in `undone`: first one whose child can go back
-    /// where the ancestor held it; then one the side `preferring` did not make (ours or theirs,
+    /// The move of `cycle` to undo, of those not in `undone` (and whether with the entry that
+    /// holds it, where no move can be undone alone): first one whose child keeps a holder (goes
+    /// back where the ancestor held it, or another record holds it); then one the side `preferring` did not make (ours or theirs,
     /// as the strategy takes), or without a side (most-recent) the one made longest ago by
     /// `stamps` (the newest change of the holder's property on a side that made the move; none
     /// known: oldest); then by holder, child and property. Depends on the three versions alone,
     /// so both directions of a merge agree. `nil` when every move was undone already.
     func moveToUndo(
         in cycle: HolderCycle, preferring side: RecordMerge.Side?, stamps: [Hold: ChangeStamp], excluding undone: Set<Hold>, store: Store
-    ) throws -> Hold? {
-        var ranked = [(hold: Hold, placed: Bool, taken: Bool, stamp: ChangeStamp?)]()
-        for move in cycle.moves where !undone.contains(move.hold) {
-            let taken = switch side {
-            case .ours: move.inOurs
-            case .theirs: move.inTheirs
-            case nil: false
+    ) throws -> (hold: Hold, withEntry: Bool)? {
+        // Moves undone alone first; where none can be, with the entries that hold them.
+        for withEntry in [false, true] {
+            var ranked = [(hold: Hold, placed: Bool, taken: Bool, stamp: ChangeStamp?)]()
+            for move in cycle.moves where !undone.contains(move.hold) {
+                let taken = switch side {
+                case .ours: move.inOurs
+                case .theirs: move.inTheirs
+                case nil: false
+                }
+                guard let placed = try undoing(move.hold, withEntry: withEntry, store: store) else { continue }
+                ranked.append((move.hold, placed, taken, stamps[move.hold]))
             }
-            guard let placed = try undoing(move.hold, store: store) else { continue }
-            ranked.append((move.hold, placed, taken, stamps[move.hold]))
+            let best = ranked.min { a, b in
+                if a.placed != b.placed { return a.placed }
+                if a.taken != b.taken { return !a.taken }
+                if a.stamp != b.stamp {
+                    guard let x = a.stamp else { return true }
+                    guard let y = b.stamp else { return false }
+                    return x < y
+                }
+                return a.hold < b.hold
+            }
+            if let best { return (best.hold, withEntry) }
         }
-        return ranked.min { a, b in
-            if a.placed != b.placed { return a.placed }
-            if a.taken != b.taken { return !a.taken }
-            if a.stamp != b.stamp {
-                guard let x = a.stamp else { return true }
-                guard let y = b.stamp else { return false }
-                return x < y
-            }
-            return a.hold < b.hold
-        }?.hold
+        return nil
     }
 
     /// The conflicts a manual merge reports for `cycles`: each property a move that closed one

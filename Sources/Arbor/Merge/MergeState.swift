@@ -308,7 +308,8 @@ struct MergeState {
             guard !held.isEmpty else { continue }
             var properties = record.properties
             for (name, value) in record.properties where value.holdsChildren {
-                for child in held where properties[name]?.childKeys.contains(child) == true {
+                // In key order: letting one go can change what another's removal takes.
+                for child in held.sorted() where properties[name]?.childKeys.contains(child) == true {
                     if let without = properties[name]?.droppingElement(child, wholeEntries: true) { properties[name] = without }
                 }
             }

@@ -42,3 +42,12 @@ extension PropertyValue {
         }
     }
 }
+
+extension PropertyValue {
+    /// This array without its elements that hold child `child` at any depth, whatever else they
+    /// hold; `nil` if this is not an array.
+    func droppingEntries(holding child: RecordKey) -> PropertyValue? {
+        guard case .array(let values) = self else { return nil }
+        return .array(values.filter { !$0.childKeys.contains(child) })
+    }
+}

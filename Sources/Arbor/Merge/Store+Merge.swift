@@ -253,8 +253,8 @@ extension Store {
                 guard let move = try state.moveToUndo(in: cycle, preferring: side, stamps: stamps, excluding: undone, store: self) else {
                     throw ArborError(.invalidInput, "the merge cannot settle where records \(cycle.moves.map(\.hold.child)) go: undoing the moves that put them in each other leaves them so")
                 }
-                undone.insert(move)
-                _ = try state.undo(move, store: self)
+                undone.insert(move.hold)
+                _ = try state.undo(move.hold, withEntry: move.withEntry, store: self)
             }
             try await state.enforceOwnership(store: self, source: source, preferring: side)
         }
