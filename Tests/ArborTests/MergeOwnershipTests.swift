@@ -5,12 +5,23 @@ import Testing
 /// Merges whose sides move children: each side's moves are sound alone, and the merge must
 /// still leave every record with one holder, reachable from a record that has none.
 @Suite struct MergeOwnershipTests {
-    /// A folder record holding `kids` (folders, or items for ids starting with "i").
-    func folder(_ id: String, _ kids: [String], name: String = "") -> Record {
+    /// A folder record holding `kids` (folders, or items for ids starting with "i"); `wrapped`,
+    /// each in an entry of its own (`{box: kid}`), as a struct around a child encodes.
+    func folder(_ id: String, _ kids: [String], name: String = "", wrapped: Bool = false) -> Record {
         Record(type: "Folder", id: id, properties: [
             "name": .string(name),
-            "kids": .array(kids.map { .child(RecordKey(type: $0.hasPrefix("i") ? "Leaf" : "Folder", id: $0)) }),
+            "kids": .array(kids.map { kid in
+                let key = PropertyValue.child(RecordKey(type: kid.hasPrefix("i") ? "Leaf" : "Folder", id: kid))
+                return wrapped ? .map(["box": key]) : key
+            }),
         ])
+    }
+
+    /// What the random moves of ``randomMovesOnBothSidesMergeToOneTree(seed:variation:)`` do.
+    enum RandomMoves: Sendable, CaseIterable {
+        case moves, movesAndDeletes, wrappedMoves, wrappedMovesAndDeletes
+        var deleting: Bool { self == .movesAndDeletes || self == .wrappedMovesAndDeletes }
+        var wrapped: Bool { self == .wrappedMoves || self == .wrappedMovesAndDeletes }
     }
 
     func folderKey(_ id: String) -> RecordKey { RecordKey(type: "Folder", id: id) }
@@ -176,11 +187,15 @@ import Testing
         #expect(try await store.verify().isIntact)
     }
 
-    /// Random moves (and with `deleting`, deletes) of folders on two sides of a fork, merged
-    /// both ways under each strategy: one commit either way, each folder with one holder and
-    /// reached from the root `r`, none lost without a delete, and a store that verifies.
-    @Test(arguments: Array(UInt64(1)...40), [false, true])
-    func randomMovesOnBothSidesMergeToOneTree(seed: UInt64, deleting: Bool) async throws {
+    /// Random moves (and deletes) of folders on two sides of a fork, the folders held plainly or
+    /// each in an entry of its own, merged both ways under each strategy: one commit either way,
+    /// each folder with one holder and reached from the root `r`, none lost without a delete,
+    /// and a store that verifies. (Entries are no key sets: the sides' arrays conflict, and the
+    /// side a strategy takes keeps its array whole.)
+    @Test(arguments: Array(UInt64(1)...40), RandomMoves.allCases)
+    func randomMovesOnBothSidesMergeToOneTree(seed: UInt64, variation: RandomMoves) async throws {
+        let (deleting, wrapped) = (variation.deleting, variation.wrapped)
+        func folder(_ id: String, _ kids: [String]) -> Record { self.folder(id, kids, wrapped: wrapped) }
         var random = SeededGenerator(seed: seed)
         let store = Store.ticking()
         let ids = (0..<8).map { "f\($0)" }

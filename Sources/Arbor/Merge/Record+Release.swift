@@ -1,11 +1,12 @@
 extension Record {
-    /// This record without child `child`, dropped from the arrays that hold it at any depth;
-    /// `nil` if the record also holds it elsewhere (a property of its own, a map's value),
-    /// where taking it away would leave a value its type may not decode without.
+    /// This record without child `child`, dropped from the arrays that hold it at any depth,
+    /// with the entry that wraps it where it is that entry's only child (a struct around it);
+    /// `nil` if the record also holds it elsewhere (a property of its own, a map's value beside
+    /// others), where taking it away would leave a value its type may not decode without.
     func releasing(_ child: RecordKey) -> Record? {
         var properties = properties
         for (name, value) in properties where value.holdsChildren {
-            guard let kept = value.droppingElement(child) else { return nil }
+            guard let kept = value.droppingElement(child, wholeEntries: true) else { return nil }
             properties[name] = kept
         }
         return Record(key: key, properties: properties)
