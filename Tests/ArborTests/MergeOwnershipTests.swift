@@ -295,7 +295,7 @@ import Testing
     /// new child after. Both sides reordering them differently, one also adding a child, keep the
     /// ancestor's order and the new child, whatever the strategy: no conflict takes one side's
     /// array whole, which would lose the other's new child.
-    @Test func aReorderOnOneSideStandsAndTwoDifferentOnesConflict() async throws {
+    @Test func aReorderOnOneSideStandsAndTwoDifferentOnesKeepTheAncestorsOrder() async throws {
         let store = Store.ticking()
         let base = try await store.change(on: nil) {
             try $0.save(folder("r", ["a", "b", "c"]))
