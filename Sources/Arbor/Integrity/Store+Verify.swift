@@ -383,16 +383,36 @@ struct IntegrityWalk: Sendable {
         }
     }
 
-    /// Checks `entry`, a filing of a node read before, against what that read found: its level,
-    /// record count, last key (the key it is filed under) and first key (past the key its
-    /// previous sibling is filed under), as a first filing is checked.
-    mutating func check(_ entry: FiledChild, against role: NodeRole) {
-        if role.level != entry.level || role.recordCount != entry.count {
-            damaged(.corrupt, entry.child, "below node \(entry.parent): level \(role.level) with \(role.recordCount) records, expected level \(entry.level) with \(entry.count)")
-        } else if let digest = entry.keyDigest, digest != role.lastKeyDigest {
+    /// Whether `entry`, a parent's filing of a node, agrees with the node: its level, record
+    /// count, last key (`lastKeyDigest`, the key it is filed under) and first key (`startsPast`
+    /// the key its previous sibling is filed under). Records the damage where it does not.
+    mutating func checkFiling(
+        _ entry: FiledChild, level: Int, recordCount: UInt64, lastKeyDigest: Int?, startsPast: (ArraySlice<UInt8>) -> Bool
+    ) -> Bool {
+        guard level == entry.level, recordCount == entry.count else {
+            damaged(.corrupt, entry.child, "below node \(entry.parent): level \(level) with \(recordCount) records, expected level \(entry.level) with \(entry.count)")
+            return false
+        }
+        // Lookups go down by the branch keys, diffs along the leaves: both find the same
+        // records only if each key is its child's last.
+        guard entry.keyDigest.map({ $0 == lastKeyDigest }) ?? true else {
             damaged(.corrupt, entry.child, "below node \(entry.parent): its last key is not the key node \(entry.parent) files it under")
-        } else if let lowerKey = entry.lowerKey, let first = role.firstKey, compareKeys(first[...], lowerKey) <= 0 {
+            return false
+        }
+        // And its keys come after its previous sibling's: else siblings overlap, and a key in
+        // both is found in one by a lookup and twice by a listing.
+        guard entry.lowerKey.map(startsPast) ?? true else {
             damaged(.corrupt, entry.child, "below node \(entry.parent): its first key is not past the key its previous sibling is filed under")
+            return false
+        }
+        return true
+    }
+
+    /// ``checkFiling(_:level:recordCount:lastKeyDigest:startsPast:)`` for a filing of a node
+    /// read before, against what that read found.
+    mutating func check(_ entry: FiledChild, against role: NodeRole) {
+        _ = checkFiling(entry, level: role.level, recordCount: role.recordCount, lastKeyDigest: role.lastKeyDigest) { lowerKey in
+            role.firstKey.map { compareKeys($0[...], lowerKey) > 0 } ?? true
         }
     }
 
@@ -490,22 +510,9 @@ struct IntegrityWalk: Sendable {
                     continue
                 }
                 guard let node = node(entry.child, bytes, named: "node \(entry.parent)") else { continue }
-                guard node.level == entry.level, node.recordCount == entry.count else {
-                    damaged(.corrupt, entry.child, "below node \(entry.parent): level \(node.level) with \(node.recordCount) records, expected level \(entry.level) with \(entry.count)")
-                    continue
-                }
-                // Lookups go down by the branch keys, diffs along the leaves: both find the
-                // same records only if each key is its child's last.
-                guard entry.keyDigest.map({ $0 == node.lastKeyDigest }) ?? true else {
-                    damaged(.corrupt, entry.child, "below node \(entry.parent): its last key is not the key node \(entry.parent) files it under")
-                    continue
-                }
-                // And its keys come after its previous sibling's: else siblings overlap, and a
-                // key in both is found in one by a lookup and twice by a listing.
-                guard node.startsPast(entry.lowerKey, in: bytes) else {
-                    damaged(.corrupt, entry.child, "below node \(entry.parent): its first key is not past the key its previous sibling is filed under")
-                    continue
-                }
+                guard checkFiling(entry, level: node.level, recordCount: node.recordCount, lastKeyDigest: node.lastKeyDigest, startsPast: {
+                    node.startsPast($0, in: bytes)
+                }) else { continue }
                 guard walkedInGroup.insert(entry.child).inserted else { continue }
                 if checksEveryFiling { roles[entry.child] = NodeRole(node, bytes) }
                 checkEntries(entry.child, node, named: "below node \(entry.parent)")

@@ -25,6 +25,9 @@ struct MergeState {
     var settledByResolver = Set<RecordKey>()
     /// Blob objects of large merged records, to write with the commit.
     private(set) var blobs = [(hash: Hash, bytes: [UInt8])]()
+    /// Where each side's changed records hold their children (``placementsOnEachSide()``).
+    private typealias SidePlacements = (base: [RecordKey: Set<ChildPlacement>], ours: [RecordKey: Set<ChildPlacement>], theirs: [RecordKey: Set<ChildPlacement>])
+    private var sidePlacements: SidePlacements?
     /// The children ``findContestedChildren(store:)`` found, with the places each side put them.
     private var contested = [RecordKey: (ours: Set<ChildPlacement>, theirs: Set<ChildPlacement>)]()
     /// Whether every record read was stored as Arbor stores it (inline up to
@@ -236,7 +239,7 @@ struct MergeState {
     /// - Complexity: O(m) for the `m` changed records' bytes, plus decoding once each record
     ///   that holds a contested child.
     mutating func findContestedChildren(store: Store) throws -> [MergeConflict] {
-        let (inBase, inOurs, inTheirs) = (try placements(base), try placements(ours), try placements(theirs))
+        let (inBase, inOurs, inTheirs) = try placementsOnEachSide()
         // The disputed properties of each record: a record that holds many is decoded once.
         var disputed = [RecordKey: Set<String>]()
         contested = [:]
@@ -262,6 +265,15 @@ struct MergeState {
         return conflicts.sorted(by: MergeConflict.canonicalOrder)
     }
 
+    /// ``placements(_:)`` of the ancestor, ours and theirs, made once: the sides' bytes do not
+    /// change once loaded.
+    private mutating func placementsOnEachSide() throws -> SidePlacements {
+        if let known = sidePlacements { return known }
+        let made = (try placements(base), try placements(ours), try placements(theirs))
+        sidePlacements = made
+        return made
+    }
+
     /// Where the changed records of one version (`side`: ``base``, ``ours`` or ``theirs``) hold
     /// each child they hold. A record no side changed holds the same children on every side.
     ///
@@ -283,8 +295,8 @@ struct MergeState {
     /// changed on the other, though the moving side left its bytes as they were.
     ///
     /// - Complexity: O(m) for the `m` changed records' bytes.
-    func deletesMeetingMoves() throws -> [RecordKey: (deleting: RecordMerge.Side, place: ChildPlacement)] {
-        let (inBase, inOurs, inTheirs) = (try placements(base), try placements(ours), try placements(theirs))
+    mutating func deletesMeetingMoves() throws -> [RecordKey: (deleting: RecordMerge.Side, place: ChildPlacement)] {
+        let (inBase, inOurs, inTheirs) = try placementsOnEachSide()
         var result = [RecordKey: (deleting: RecordMerge.Side, place: ChildPlacement)]()
         for key in changed where base[key] != nil && (ours[key] == nil) != (theirs[key] == nil) {
             let (deleting, moving): (RecordMerge.Side, Set<ChildPlacement>?) = ours[key] == nil ? (.ours, inTheirs[key]) : (.theirs, inOurs[key])
