@@ -60,7 +60,18 @@ final class SmallDisk: Sendable {
         while block.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) > 0 {}
     }
 
-    func removeFiller() { unlink(path + "/filler") }
+    /// Removes the filler, and waits (up to 10 s) until the file system counts its blocks free
+    /// again: a process another test spawns at the wrong moment holds a copy of every open
+    /// descriptor until it execs, the filler's among them while `fill()` writes, and a removed
+    /// file's blocks come back only when its last descriptor closes.
+    func removeFiller() {
+        unlink(path + "/filler")
+        let deadline = ContinuousClock.now + .seconds(10)
+        var stats = statvfs()
+        while statvfs(path, &stats) == 0, stats.f_bfree < stats.f_blocks / 2, ContinuousClock.now < deadline {
+            usleep(10_000)
+        }
+    }
 
     private static func run(_ arguments: [String]) -> Bool {
         let process = Process()
