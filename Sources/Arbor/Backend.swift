@@ -86,6 +86,21 @@ public protocol Backend: Sendable {
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool
 
+    /// Lets the backend keep objects as deltas against others (``ObjectDelta``), to save space:
+    /// a store restates the index nodes a commit replaced against their replacements once the
+    /// commit has landed. Optional, and a hint: a backend may keep any of them whole (the
+    /// default keeps all). One it does keep as a delta reads as it did, by ``get(_:)`` and every
+    /// other call, byte for byte: the backend checks that the delta makes the object's bytes
+    /// (its SHA-256) before it drops them, and ignores a restatement of an object or against a
+    /// base it does not hold whole.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* restatements, plus the bytes of their bases read.
+    func restate(_ restatements: [Restatement]) async throws
+
+    /// Whether ``restate(_:)`` may keep objects as deltas, so that a store works them out at
+    /// all. `false` by default.
+    var acceptsRestatements: Bool { get }
+
     /// Removes objects (for garbage collection only). Unknown hashes are ignored. Never removes
     /// an object before those given before it (all at once, as a transaction does, is fine):
     /// garbage collection gives objects that name others first, so that a collection stopped
@@ -143,6 +158,12 @@ extension Backend {
 
     /// Returns `nil`: sizes are not known before reading.
     public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? { nil }
+
+    /// Does nothing: every object stays whole.
+    public func restate(_ restatements: [Restatement]) async throws {}
+
+    /// `false`.
+    public var acceptsRestatements: Bool { false }
 
     /// Returns `false`: the engine cannot hash.
     public func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool {

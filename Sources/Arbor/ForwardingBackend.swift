@@ -38,6 +38,8 @@ extension ForwardingBackend {
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
         try await inner.enumerateHashes(batchSize: batchSize, body)
     }
+    public func restate(_ restatements: [Restatement]) async throws { try await inner.restate(restatements) }
+    public var acceptsRestatements: Bool { inner.acceptsRestatements }
     public func delete(_ hashes: [Hash]) async throws { try await inner.delete(hashes) }
     public func refs() async throws -> [String: Hash] { try await inner.refs() }
     public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {

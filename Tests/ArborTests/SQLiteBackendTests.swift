@@ -141,10 +141,12 @@ func randomBytes(_ count: Int) -> Data {
     @Test func newerFormatVersionIsRefused() async throws {
         try await withPath { path in
             try await SQLiteBackend.create(.init(path: path)).close()
-            try rawSQLite(path, "UPDATE arbor_meta SET value = '2' WHERE key = 'version'")
+            try rawSQLite(path, "UPDATE arbor_meta SET value = '3' WHERE key = 'version'")
             #expect { try SQLiteBackend.open(.init(path: path)) } throws: { error in
-                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("version 2")
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("version 3")
             }
+            try rawSQLite(path, "UPDATE arbor_meta SET value = '0' WHERE key = 'version'")
+            #expect { try SQLiteBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
             try rawSQLite(path, "UPDATE arbor_meta SET value = 'something-else' WHERE key = 'format'")
             #expect { try SQLiteBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
         }

@@ -49,13 +49,15 @@ struct EngineBenchmark {
             let raw: Figures
             let arbor: Figures
             switch engine {
-            case "sqlite":
+            case "sqlite", "sqlite-deltas":
+                // sqlite-deltas: commits restate the nodes they replace (SQLiteBackend.Configuration.restatesReplacedNodes).
+                let deltas = engine == "sqlite-deltas"
                 raw = try RawSQLite.run(path: folder + "/raw.sqlite", rows: records, reads: reads, ordered: orderedIDs, batch: batch)
                 let path = folder + "/arbor.sqlite"
                 // The same reads once more through a second backend that maps the file.
                 let mapped = { try SQLiteBackend.open(.init(path: path, memoryMapSize: 1 << 40)) as any Backend }
                 arbor = try await runArbor(
-                    try SQLiteBackend.create(.init(path: path)), label: engine, alsoReadThrough: ("with mmap", mapped),
+                    try SQLiteBackend.create(.init(path: path, restatesReplacedNodes: deltas)), label: engine, alsoReadThrough: ("with mmap", mapped),
                     settle: { try RawSQLite.checkpoint(path) }
                 ) {
                     print(String(format: "sqlite arbor files: database %.1f MB, WAL %.1f MB", Double(EngineBenchmark.size(of: [path])) / 1e6, Double(EngineBenchmark.size(of: [path + "-wal"])) / 1e6))
@@ -68,7 +70,7 @@ struct EngineBenchmark {
                     EngineBenchmark.size(ofFolder: path)
                 }
             default:
-                print("unknown engine \(engine); available: sqlite, lmdb")
+                print("unknown engine \(engine); available: sqlite, sqlite-deltas, lmdb")
                 continue
             }
             print(String(format: "%-6@ raw   bulk write %9.3f s   %6d point reads %8.3f s   on disk %8.1f MB   (in transactions of %d rows: write %.3f s)",

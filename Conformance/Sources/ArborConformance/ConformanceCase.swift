@@ -35,5 +35,5 @@ public struct ConformanceCase: Sendable, Identifiable {
     public var group: Group? { Group(rawValue: String(id.prefix { $0 != "." })) }
 
     /// Every case, in the order the suite runs them.
-    public static let all: [ConformanceCase] = objectCases + refCases + durabilityCases + storeCases + mergeCases + exchangeCases
+    public static let all: [ConformanceCase] = objectCases + restatementCases + refCases + durabilityCases + storeCases + mergeCases + exchangeCases
 }

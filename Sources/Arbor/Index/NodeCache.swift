@@ -118,6 +118,12 @@ final class NodeSource {
     var rememberedBytesCount: Int { localBytes.count }
     var rememberedNodesCount: Int { local.count }
 
+    /// Whether edits note the nodes they replace, for the backend to keep as deltas
+    /// (``Backend/acceptsRestatements``).
+    let notesSuperseded: Bool
+    /// The stored nodes edits replaced, each with the new nodes that hold its keys.
+    private var superseded = [(hash: Hash, node: NodeBytes, candidates: [Hash])]()
+
     /// The store's nodes as point reads keep them (``nodeBytes(_:)``).
     let bytesCache: ObjectCache<NodeBytes>
     /// What the store keeps of the objects it read in place (``InPlaceReading``).
@@ -130,6 +136,7 @@ final class NodeSource {
     ) {
         self.backend = backend
         self.cache = cache
+        self.notesSuperseded = backend.acceptsRestatements
         self.bytesCache = bytesCache
         self.inPlace = inPlace ?? InPlaceReadState(capacity: 0, byteLimit: 0, lender: backend as? any InPlaceReading)
         assert(self.inPlace.lender.map { $0 as AnyObject === backend as AnyObject } ?? true, "the lender is not the source's backend")
@@ -388,6 +395,33 @@ final class NodeSource {
             }
         }
         return results.map(\.hash)
+    }
+
+    /// Notes that an edit replaced node `hash` by `candidates` (``ProllyTree/rewrite(level:edits:root:rootHash:source:replaced:)``).
+    func noteSuperseded(_ hash: Hash, _ node: NodeBytes, by candidates: [Hash]) {
+        // A node this operation made and then edited again was never written.
+        guard created[hash] == nil else { return }
+        superseded.append((hash, node, candidates))
+    }
+
+    /// The stored nodes this operation's edits replaced, each written as a delta against the new
+    /// node among `written` (the objects the operation wrote) that holds most of it, where that
+    /// saves at least half its bytes (``ObjectDelta/make(old:base:)``).
+    ///
+    /// - Complexity: O(*s*) for the *s* entries of the nodes replaced and their candidates.
+    func restatements(written: Set<Hash>) -> [Restatement] {
+        var result = [Restatement]()
+        result.reserveCapacity(superseded.count)
+        var seen = Set<Hash>()
+        for (hash, node, candidates) in superseded where !written.contains(hash) && seen.insert(hash).inserted {
+            var best: Restatement?
+            for candidate in candidates where candidate != hash && written.contains(candidate) {
+                guard let base = localBytes[candidate], let delta = ObjectDelta.make(old: node, base: base) else { continue }
+                if delta.count < best?.delta.count ?? .max { best = Restatement(hash: hash, base: candidate, delta: delta) }
+            }
+            if let best { result.append(best) }
+        }
+        return result
     }
 
     /// ``ProllyTree/checkSize(ofNewNode:)``, naming the backend and the operation.

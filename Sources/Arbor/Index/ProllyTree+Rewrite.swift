@@ -19,6 +19,7 @@ extension ProllyTree {
         replaced: inout [(key: [UInt8], old: IndexPayload)]
     ) async throws -> (removed: [(lastKey: [UInt8]?, hash: Hash)], added: [NewNode]) {
         var removed = [(lastKey: [UInt8]?, hash: Hash)]()
+        var oldNodes = [(hash: Hash, node: NodeBytes)]()
         var drafts = [(bytes: [UInt8], lastKey: [UInt8], count: UInt64)]()
         var cursor = LevelCursor(source: source, root: root, rootHash: rootHash, level: level)
         var draft = NodeDraft(level: level)
@@ -29,6 +30,7 @@ extension ProllyTree {
             while true {
                 let node = cursor.node
                 removed.append((node.count == 0 ? nil : node.key(at: node.count - 1), cursor.nodeHash))
+                if source.notesSuperseded { oldNodes.append((cursor.nodeHash, node)) }
                 let isLast = !cursor.hasNext
                 // An empty node is the empty tree's one leaf, last of its level; filed anywhere
                 // else (a damaged or hostile tree), it would take edits that belong further on.
@@ -80,8 +82,30 @@ extension ProllyTree {
             }
         }
         let hashes = try source.createNodes(drafts.map(\.bytes))
+        if source.notesSuperseded { noteSuperseded(oldNodes, by: drafts.map(\.lastKey), hashes, in: source) }
         let added = zip(drafts, hashes).map { NewNode(hash: $1, lastKey: $0.lastKey, recordCount: $0.count) }
         return (removed, added)
+    }
+
+    /// Tells `source` which new nodes (up to two) hold the keys of each old node replaced, to
+    /// restate it against one of them once the edit has landed (``NodeSource/restatements(written:)``).
+    /// Both lists are in key order; a new node holds the keys after the previous one's last key
+    /// up to its own.
+    private static func noteSuperseded(
+        _ oldNodes: [(hash: Hash, node: NodeBytes)], by lastKeys: [[UInt8]], _ hashes: [Hash], in source: NodeSource
+    ) {
+        var next = 0
+        for (hash, node) in oldNodes where node.count > 0 {
+            while next < lastKeys.count, node.compareKey(0, to: lastKeys[next]) > 0 { next += 1 }
+            var candidates = [Hash]()
+            var index = next
+            while index < lastKeys.count, candidates.count < 2 {
+                candidates.append(hashes[index])
+                if node.compareKey(node.count - 1, to: lastKeys[index]) <= 0 { break }
+                index += 1
+            }
+            source.noteSuperseded(hash, node, by: candidates)
+        }
     }
 
     /// Loads, level by level and in one batch per level, every node on the paths to `keys`, so
