@@ -12,7 +12,8 @@ import Synchronization
 /// CREATE TABLE refs (name TEXT PRIMARY KEY, hash BLOB NOT NULL) WITHOUT ROWID;
 /// ```
 ///
-/// plus the tables of objects kept as deltas against others (SQLiteBackend+Deltas.swift).
+/// where version 2 adds a `base` column to `objects`, for objects kept as deltas against others,
+/// and a table that bounds their chains (SQLiteBackend+Deltas.swift).
 ///
 /// Objects live in a rowid table with a unique index on the hash, not in a `WITHOUT ROWID`
 /// table keyed by it: objects are often a few kilobytes, and a `WITHOUT ROWID` row keeps only
@@ -76,16 +77,22 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         /// each open backend has its own cache. Counted in whole KiB, from 1 KiB (SQLite then keeps
         /// its minimum of a few pages) to 2 TiB.
         public var writerCacheSize: Int
-        /// Whether a store's commits restate the index nodes they replace as deltas against
-        /// their replacements (``SQLiteBackend/restate(_:)``): `false` by default.
+        /// Whether a store's commits keep the index nodes they replace as deltas against their
+        /// replacements (``SQLiteBackend/restate(_:)``, in the commit's own transaction): `false`
+        /// by default.
         ///
         /// With records changing all over the index (random ids) the history is most of a
-        /// store's size, and deltas take a fraction of it: in the `engines` benchmark, 300,000
-        /// records in commits of 10,000 took 195 MB instead of 633 MB. The price is the commit:
-        /// each restatement rewrites a row of an older version, on a page of its own, and the
-        /// same commits took 18.4 s instead of 6.6 s. Hence opt-in. Reads at the heads are
-        /// unchanged; an older version's node reads through up to ``SQLiteBackend/maximumDeltaChain``
-        /// lookups.
+        /// store's size, and deltas take a fraction of it. In the `engines` benchmark (commits of
+        /// 10,000 random ids), 1,000,000 records took 739 MB instead of 3,763 MB, and 300,000 took
+        /// 179 MB instead of 633 MB. The price is the commit: each restatement rewrites a row of
+        /// an older version, which lies on a page of its own, and the same commits took 147 s
+        /// instead of 65 s (17.9 s instead of 8.2 s). Hence opt-in. Reads of the newest version
+        /// are unchanged (a node another head still uses may be a delta); an older version's node
+        /// reads through up to ``SQLiteBackend/maximumDeltaChain`` lookups.
+        ///
+        /// Opening a store with this set brings its file to format version 2, which Arbor before
+        /// this option cannot open: every process that writes the store must run a version that
+        /// knows deltas (one that does not would remove a base without making its deltas whole).
         public var restatesReplacedNodes: Bool
 
         public init(
@@ -102,8 +109,10 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     }
 
     static let formatName = "arbor-sqlite-store"
-    /// 2 keeps objects as deltas too (``restate(_:)``); a store of version 1 is brought to 2
-    /// when it is opened for writing.
+    /// The newest format this Arbor reads and writes. 2 keeps objects as deltas too
+    /// (``restate(_:)``): a store is created as, or brought to, version 2 only when opened with
+    /// ``Configuration/restatesReplacedNodes`` (on a file that can be written); otherwise it is
+    /// created and kept at version 1, which Arbor before deltas reads.
     static let formatVersion = 2
 
     public let engineName = "sqlite"
@@ -127,15 +136,15 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// Whether the store was opened on a read-only file system: it is read through immutable,
     /// read-only connections, and every write throws ``ArborError/Code/permissionDenied``.
     public let isReadOnly: Bool
-    /// Whether the file has the tables of format version 2 (not a version 1 store opened
-    /// read-only).
-    let hasDeltaTables: Bool
+    /// Whether the objects table has the `base` column of format version 2 (not a version 1
+    /// store opened read-only).
+    let hasDeltaColumns: Bool
 
-    private init(configuration: Configuration, connection: sending SQLiteConnection, readOnly: Bool = false, hasDeltaTables: Bool = true) {
+    private init(configuration: Configuration, connection: sending SQLiteConnection, readOnly: Bool = false, hasDeltaColumns: Bool) {
         self.configuration = configuration
         self.connection = Mutex(connection)
         self.isReadOnly = readOnly
-        self.hasDeltaTables = hasDeltaTables
+        self.hasDeltaColumns = hasDeltaColumns
         self.readers = (0..<Self.readerLimit).map { _ in ReadingConnection() }
     }
 
@@ -173,13 +182,16 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                     if try schemaObjects(connection) > 0 {
                         throw ArborError(.alreadyExists, "\(path) already exists (a store or another file); it was left untouched", backend: "sqlite", operation: "create")
                     }
+                    // Version 2's column only where deltas are asked for: a version 1 file stays
+                    // readable by Arbor before deltas.
+                    let deltas = configuration.restatesReplacedNodes
                     try connection.execute("""
                         CREATE TABLE arbor_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-                        CREATE TABLE objects (hash BLOB NOT NULL UNIQUE, bytes BLOB NOT NULL);
+                        CREATE TABLE objects (hash BLOB NOT NULL UNIQUE, bytes BLOB NOT NULL\(deltas ? ", base BLOB" : ""));
                         CREATE TABLE refs (name TEXT PRIMARY KEY, hash BLOB NOT NULL) WITHOUT ROWID;
                         """)
-                    try connection.execute(deltaSchema)
-                    for (key, value) in [("format", formatName), ("version", String(formatVersion))] {
+                    if deltas { try connection.execute(deltaColumns) }
+                    for (key, value) in [("format", formatName), ("version", deltas ? String(formatVersion) : "1")] {
                         try connection.withStatement("INSERT INTO arbor_meta (key, value) VALUES (?1, ?2)") { statement in
                             try statement.bind(key, at: 1)
                             try statement.bind(value, at: 2)
@@ -191,7 +203,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                 try? connection.close()
                 throw error
             }
-            return SQLiteBackend(configuration: configuration, connection: connection)
+            return SQLiteBackend(configuration: configuration, connection: connection, hasDeltaColumns: configuration.restatesReplacedNodes)
         } catch var error as ArborError {
             // A file this create did not make is not its to remove, nor one another creator
             // has made a store of meanwhile.
@@ -248,23 +260,24 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                 backend: "sqlite", operation: "open")
         }
         let connection = try SQLiteConnection.connect(path: path, operation: "open", readOnly: readOnly)
-        var version = formatVersion
+        var hasDeltaColumns = true
         do {
             try connection.setBusyTimeout(milliseconds: Int32(clamping: configuration.busyTimeout))
-            version = try checkFormat(connection, path: path)
+            try checkFormat(connection, path: path)
             // WAL mode is a property of the file, set by create; asking again is a no-op.
             if !readOnly { try connection.execute("PRAGMA journal_mode = WAL") }
             try configure(connection, configuration)
-            if version < formatVersion && !readOnly {
-                try upgrade(connection, path: path)
-                version = formatVersion
+            hasDeltaColumns = try hasBaseColumn(connection)
+            if !hasDeltaColumns && configuration.restatesReplacedNodes && !readOnly {
+                try upgrade(connection)
+                hasDeltaColumns = true
             }
         } catch var error as ArborError {
             try? connection.close()
             if error.operation == nil { error.operation = "open" }
             throw error
         }
-        return SQLiteBackend(configuration: configuration, connection: connection, readOnly: readOnly, hasDeltaTables: version >= 2)
+        return SQLiteBackend(configuration: configuration, connection: connection, readOnly: readOnly, hasDeltaColumns: hasDeltaColumns)
     }
 
     private static func configure(_ connection: SQLiteConnection, _ configuration: Configuration) throws {
@@ -307,21 +320,28 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
-    /// Brings a store of format version 1 to 2 (the delta tables), in one transaction that
-    /// another process opening it meanwhile may have run first.
-    private static func upgrade(_ connection: SQLiteConnection, path: String) throws {
+    /// Whether the objects table has format version 2's `base` column.
+    static func hasBaseColumn(_ connection: SQLiteConnection) throws -> Bool {
+        try connection.withStatement("SELECT count(*) FROM pragma_table_info('objects') WHERE name = 'base'") { statement in
+            try statement.step() && statement.integer(0) == 1
+        }
+    }
+
+    /// Brings a store of format version 1 to 2 (the `base` column, its index and the heights
+    /// table), in one transaction, which another process opening it meanwhile may have run first.
+    /// Adding a column rewrites no row: old rows read it as NULL, whole.
+    private static func upgrade(_ connection: SQLiteConnection) throws {
         try connection.transaction(immediate: true) {
-            let hasDeltas = try connection.withStatement("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'deltas'") { statement in
-                try statement.step() && statement.integer(0) == 1
+            if try !hasBaseColumn(connection) {
+                try connection.execute("ALTER TABLE objects ADD COLUMN base BLOB")
+                try connection.execute(deltaColumns)
             }
-            if !hasDeltas { try connection.execute(deltaSchema) }
             try connection.execute("UPDATE arbor_meta SET value = '\(formatVersion)' WHERE key = 'version'")
         }
     }
 
-    /// Reads the marker without writing anything, so a foreign database is never modified;
-    /// returns the store's format version (1 or 2).
-    private static func checkFormat(_ connection: SQLiteConnection, path: String) throws -> Int {
+    /// Reads the marker without writing anything, so a foreign database is never modified.
+    private static func checkFormat(_ connection: SQLiteConnection, path: String) throws {
         let hasMarker: Bool
         do {
             hasMarker = try connection.withStatement("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'arbor_meta'") { statement in
@@ -348,7 +368,6 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         guard let version = meta["version"].flatMap({ Int($0) }), (1...formatVersion).contains(version) else {
             throw ArborError(.unsupportedFormat, "\(path) has store format version \(meta["version"] ?? "?"); this Arbor reads versions 1 to \(formatVersion)", backend: "sqlite", operation: "open")
         }
-        return version
     }
 
     /// Throws ``ArborError/Code/permissionDenied`` for a write to a store on a read-only file system.
@@ -426,11 +445,11 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        var result = try lookUp(hashes, "SELECT bytes FROM objects WHERE hash = ?1") { $0.bytes(0) }
-        guard hasDeltaTables, result.count < hashes.count else { return result }
-        // Those not whole may be deltas (read in a snapshot of their own, which finds an object
-        // made whole or restated meanwhile in one table or the other).
-        for (hash, bytes) in try materialize(hashes.filter { result[$0] == nil }) { result[hash] = bytes }
+        // A delta row reads as nil here, then whole through its chain, in a snapshot of its own.
+        let rows = try lookUp(hashes, Self.readSQL) { Self.isDeltaRow($0) ? nil : $0.bytes(1) }
+        var result = rows.compactMapValues { $0 }
+        guard result.count < rows.count else { return result }
+        for (hash, bytes) in try materialize(rows.filter { $0.value == nil }.map(\.key)) { result[hash] = bytes }
         return result
     }
 
@@ -459,12 +478,14 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// - Complexity: O(max(`limit`, *k*) log *n*) for *k* hashes in a store of *n* objects.
     public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
         try withReader("get") { db in
-            try db.readSnapshot(statements: max(limit, hashes.count)) {
-                try db.withStatement("SELECT bytes FROM objects WHERE hash = ?1") { statement in
+            try db.readSnapshot(statements: max(limit, hashes.count, 2)) {
+                try db.withStatement(Self.readSQL) { statement in
                     try Ancestry.collect(hashes, limit: limit) { hash in
                         try statement.bind(hash, at: 1)
                         defer { statement.reset() }
-                        return try statement.step() ? statement.bytes(0) : nil
+                        guard try statement.step() else { return nil }
+                        // Versions are never restated, but a delta reads whole all the same.
+                        return Self.isDeltaRow(statement) ? try materialize([hash], db)[hash] : statement.bytes(1)
                     }
                 }
             }
@@ -479,16 +500,17 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// - Complexity: O(log *n*) in a store of *n* objects.
     public func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
         let whole: R? = try withReader("get") { db in
-            try db.withStatement("SELECT bytes FROM objects WHERE hash = ?1") { statement in
+            try db.withStatement(Self.readSQL) { statement in
                 try statement.bind(hash, at: 1)
                 // The bytes stay valid until the reset, which comes after `body`.
                 defer { statement.reset() }
-                guard try statement.step() else { return nil }
-                return .some(try statement.withBlob(0, body))
+                guard try statement.step() else { return .some(try body(nil)) }
+                guard !Self.isDeltaRow(statement) else { return nil }
+                return .some(try statement.withBlob(1, body))
             }
         }
         if let whole { return whole }
-        // Not whole: a delta (an old version's node), made whole here and lent.
+        // A delta (an old version's node): made whole here and lent.
         guard let bytes = try materialize([hash])[hash] else { return try body(nil) }
         return try bytes.withUnsafeBytes(body)
     }
@@ -500,12 +522,11 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
-        var sizes = try lookUp(hashes, "SELECT length(bytes) FROM objects WHERE hash = ?1") { $0.integer(0) }
-        guard hasDeltaTables, sizes.count < hashes.count else { return sizes }
-        for (hash, size) in try lookUp(hashes.filter { sizes[$0] == nil }, "SELECT size FROM deltas WHERE hash = ?1", { $0.integer(0) }) {
-            sizes[hash] = size
-        }
-        return sizes
+        guard hasDeltaColumns else { return try lookUp(hashes, "SELECT length(bytes) FROM objects WHERE hash = ?1") { $0.integer(0) } }
+        // A delta says the length it makes in its first bytes.
+        let sql = "SELECT CASE WHEN base IS NULL THEN length(bytes) ELSE -1 END, CASE WHEN base IS NULL THEN NULL ELSE substr(bytes, 1, 12) END FROM objects WHERE hash = ?1"
+        let rows = try lookUp(hashes, sql) { statement in statement.integer(0) >= 0 ? statement.integer(0) : ObjectDelta.length(ofDeltaPrefix: statement.bytes(1)) }
+        return rows.compactMapValues { $0 }
     }
 
     /// The subset of `hashes` that the store holds.
@@ -513,20 +534,10 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         try withReader("contains") { db in
-            // Two statements per hash once a lookup misses: a snapshot for both.
-            try db.readSnapshot(statements: hasDeltaTables ? 2 : hashes.count) {
+            try db.readSnapshot(statements: hashes.count) {
                 var result = Set<Hash>()
-                var missing = [Hash]()
                 try db.withStatement("SELECT 1 FROM objects WHERE hash = ?1") { statement in
                     for hash in hashes where !result.contains(hash) {
-                        try statement.bind(hash, at: 1)
-                        if try statement.step() { result.insert(hash) } else { missing.append(hash) }
-                        statement.reset()
-                    }
-                }
-                guard hasDeltaTables, !missing.isEmpty else { return result }
-                try db.withStatement("SELECT 1 FROM deltas WHERE hash = ?1") { statement in
-                    for hash in missing {
                         try statement.bind(hash, at: 1)
                         if try statement.step() { result.insert(hash) }
                         statement.reset()
@@ -537,7 +548,8 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
-    /// Stores objects in one write transaction (`INSERT OR IGNORE`: existing objects stay as they are).
+    /// Stores objects in one write transaction: existing objects stay as they are, but for one
+    /// kept as a delta, which is current again and kept whole.
     ///
     /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
@@ -545,45 +557,27 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         guard !objects.isEmpty else { return try await onWriter("put") { _ in } }  // only checks the store is open
         // Inserting in key order keeps the B-tree's pages hot.
         let sorted = objects.sorted { $0.hash < $1.hash }
-        try await onWriter("put") { [hasDeltaTables] db in
-            try db.transaction(immediate: true) {
-                // An object put again while kept as a delta is current again: it is kept whole
-                // (and only there, so that every listing names it once).
-                if hasDeltaTables, try Self.holdsDeltas(db) {
-                    for object in sorted { try Self.run("DELETE FROM deltas WHERE hash = ?1", object.hash, db) }
-                }
-                try db.withStatement("INSERT OR IGNORE INTO objects (hash, bytes) VALUES (?1, ?2)") { statement in
-                    for object in sorted {
-                        try statement.bind(object.hash, at: 1)
-                        try statement.bind(object.bytes, at: 2)
-                        try statement.run()
-                        statement.reset()
-                    }
-                }
-            }
+        try await onWriter("put") { db in
+            try db.transaction(immediate: true) { try self.insert(sorted, db) }
         }
     }
 
-    /// Every object hash, in batches of at most `batchSize`: those kept whole in hash order,
-    /// then those kept as deltas in hash order. Each batch is read
+    /// Every object hash, in hash order, in batches of at most `batchSize`. Each batch is read
     /// in its own short transaction and `body` runs without the connection held, so `body` may
     /// use the backend (to delete, for instance).
     ///
     /// - Complexity: O(*n*) for *n* objects, in O(`batchSize`) memory.
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
         let limit = max(batchSize, 1)
-        // Whole objects, then those kept as deltas (an object is in one table only).
-        for table in hasDeltaTables ? ["objects", "deltas"] : ["objects"] {
-            var after: Hash? = nil
-            while true {
-                let (batch, more) = try await onWriter("enumerate") { [after] db in
-                    try self.page(of: db, table: table, columns: "hash", after: after, limit: limit) { hash, _ in (hash, 0) }
-                }
-                if batch.isEmpty { break }
-                try await body(batch)
-                if !more { break }
-                after = batch.last
+        var after: Hash? = nil
+        while true {
+            let (batch, more) = try await onWriter("enumerate") { [after] db in
+                try self.page(of: db, columns: "hash", after: after, limit: limit) { hash, _ in (hash, 0) }
             }
+            if batch.isEmpty { return }
+            try await body(batch)
+            if !more { return }
+            after = batch.last
         }
     }
 
@@ -597,27 +591,21 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         var after: Hash? = nil
         while true {
             let (batch, more) = try withReader("enumerate") { db in
-                try page(of: db, table: "objects", columns: "hash, bytes", after: after, limit: limit) { hash, statement in
-                    let bytes = statement.bytes(1)
-                    return ((hash: hash, bytes: bytes), bytes.count)
-                }
-            }
-            if batch.isEmpty { break }
-            try await body(batch)
-            if !more { break }
-            after = batch.last?.hash
-        }
-        guard hasDeltaTables else { return }
-        // Then the objects kept as deltas, each made whole; a batch is bounded by their sizes.
-        after = nil
-        while true {
-            let (batch, more) = try withReader("enumerate") { db in
+                // Deltas are made whole in the page's snapshot.
                 try db.readSnapshot(statements: 2) {
-                    let (hashes, more) = try page(of: db, table: "deltas", columns: "hash, size", after: after, limit: limit) { hash, statement in
-                        (hash, statement.integer(1))
+                    let (rows, more) = try page(of: db, columns: "*", after: after, limit: limit) { hash, statement in
+                        let bytes = statement.bytes(1)
+                        return ((hash: hash, bytes: bytes, isDelta: Self.isDeltaRow(statement)), bytes.count)
                     }
-                    let objects = try materialize(hashes, db)
-                    return (hashes.compactMap { hash in objects[hash].map { (hash: hash, bytes: $0) } }, more)
+                    let deltas = rows.filter(\.isDelta).map(\.hash)
+                    let whole = deltas.isEmpty ? [:] : try materialize(deltas, db)
+                    return (try rows.map { row in
+                        guard row.isDelta else { return (hash: row.hash, bytes: row.bytes) }
+                        guard let bytes = whole[row.hash] else {
+                            throw ArborError(.corruptObject, "\(configuration.path): object \(row.hash) vanished from its own snapshot", backend: engineName, operation: "enumerate")
+                        }
+                        return (hash: row.hash, bytes: bytes)
+                    }, more)
                 }
             }
             if batch.isEmpty { return }
@@ -627,25 +615,25 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
-    /// Up to `limit` rows of `table` (`objects` or `deltas`) after `after`, in hash order, selecting `columns`
+    /// Up to `limit` rows of the objects table after `after`, in hash order, selecting `columns`
     /// (the hash first), and whether more may follow; `row` makes each row's result and its size
     /// in bytes from its hash and the statement. The rows end early once their sizes reach
     /// ``enumerationBatchBytes``.
     private func page<Row>(
-        of db: SQLiteConnection, table: String, columns: String, after: Hash?, limit: Int, _ row: (Hash, SQLiteStatement) throws -> (Row, Int)
+        of db: SQLiteConnection, columns: String, after: Hash?, limit: Int, _ row: (Hash, SQLiteStatement) throws -> (Row, Int)
     ) throws -> (rows: [Row], more: Bool) {
         var rows = [Row]()
         var size = 0
         let sql = after == nil
-            ? "SELECT \(columns) FROM \(table) ORDER BY hash LIMIT ?2"
-            : "SELECT \(columns) FROM \(table) WHERE hash > ?1 ORDER BY hash LIMIT ?2"
+            ? "SELECT \(columns) FROM objects ORDER BY hash LIMIT ?2"
+            : "SELECT \(columns) FROM objects WHERE hash > ?1 ORDER BY hash LIMIT ?2"
         return try db.withStatement(sql) { statement in
             if let after { try statement.bind(after, at: 1) }
             try statement.bind(limit, at: 2)
             while try statement.step() {
                 let key = statement.bytes(0)
                 guard let hash = Hash(bytes: key) else {
-                    throw ArborError(.corruptObject, "\(configuration.path): the \(table) table holds a key of \(key.count) bytes, not a hash", backend: engineName, operation: "enumerate")
+                    throw ArborError(.corruptObject, "\(configuration.path): the objects table holds a key of \(key.count) bytes, not a hash", backend: engineName, operation: "enumerate")
                 }
                 let (result, bytes) = try row(hash, statement)
                 rows.append(result)
@@ -661,9 +649,11 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// - Complexity: O(*k* log *n*).
     public func delete(_ hashes: [Hash]) async throws {
         try checkWritable("delete")
-        try await onWriter("delete") { [hasDeltaTables] db in
+        try await onWriter("delete") { db in
             try db.transaction(immediate: true) {
-                let deltas = try hasDeltaTables && Self.holdsDeltas(db)
+                // Asked of the file, not of how it was when this backend opened it: another
+                // process may have brought it to version 2 since.
+                let deltas = try Self.hasBaseColumn(db)
                 // A delta against an object removed is made whole first.
                 if deltas { try self.detachDependents(of: hashes, db) }
                 try db.withStatement("DELETE FROM objects WHERE hash = ?1") { statement in
@@ -674,9 +664,12 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                     }
                 }
                 guard deltas else { return }
-                for hash in hashes {
-                    try Self.run("DELETE FROM deltas WHERE hash = ?1", hash, db)
-                    try Self.run("DELETE FROM delta_heights WHERE hash = ?1", hash, db)
+                try db.withStatement("DELETE FROM delta_heights WHERE hash = ?1") { statement in
+                    for hash in hashes {
+                        try statement.bind(hash, at: 1)
+                        try statement.run()
+                        statement.reset()
+                    }
                 }
             }
         }

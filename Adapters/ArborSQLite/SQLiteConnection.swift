@@ -402,6 +402,15 @@ struct SQLiteStatement {
     func integer(_ index: Int32) -> Int {
         Int(sqlite3_column_int64(pointer, index))
     }
+
+    /// Whether column `index` is NULL.
+    func isNull(_ index: Int32) -> Bool {
+        sqlite3_column_type(pointer, index) == SQLITE_NULL
+    }
+
+    /// How many columns the statement's rows have (after SQLite prepared it again for a schema
+    /// another connection changed, the new count).
+    var columnCount: Int32 { sqlite3_column_count(pointer) }
 }
 
 /// The start of a statement for an error message: a long one is cut at 60 characters and says

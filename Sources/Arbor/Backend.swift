@@ -87,8 +87,8 @@ public protocol Backend: Sendable {
     func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool
 
     /// Lets the backend keep objects as deltas against others (``ObjectDelta``), to save space:
-    /// a store restates the index nodes a commit replaced against their replacements once the
-    /// commit has landed. Optional, and a hint: a backend may keep any of them whole (the
+    /// a commit restates the index nodes it replaced against their replacements, in its write
+    /// (``put(_:restating:)``). Optional, and a hint: a backend may keep any of them whole (the
     /// default keeps all). One it does keep as a delta reads as it did, by ``get(_:)`` and every
     /// other call, byte for byte: the backend checks that the delta makes the object's bytes
     /// (its SHA-256) before it drops them, and ignores a restatement of an object or against a
@@ -96,6 +96,13 @@ public protocol Backend: Sendable {
     ///
     /// - Complexity: O(*k* log *n*) for *k* restatements, plus the bytes of their bases read.
     func restate(_ restatements: [Restatement]) async throws
+
+    /// ``put(_:)``, then ``restate(_:)``: a backend that can does both in one transaction, so
+    /// that a commit's restatements share its write (the default makes the two calls). The
+    /// restatements' bases are among `objects` or already stored.
+    ///
+    /// - Complexity: O((*k* + *r*) log *n*) for *k* objects and *r* restatements.
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])], restating restatements: [Restatement]) async throws
 
     /// Whether ``restate(_:)`` may keep objects as deltas, so that a store works them out at
     /// all. `false` by default.
@@ -164,6 +171,12 @@ extension Backend {
 
     /// `false`.
     public var acceptsRestatements: Bool { false }
+
+    /// ``put(_:)``, then ``restate(_:)`` unless there is nothing to restate.
+    public func put(_ objects: [(hash: Hash, bytes: [UInt8])], restating restatements: [Restatement]) async throws {
+        try await put(objects)
+        if !restatements.isEmpty { try await restate(restatements) }
+    }
 
     /// Returns `false`: the engine cannot hash.
     public func enumerateHashesCheckedByEngine(batchSize: Int, _ body: ([(hash: Hash, size: Int)]) async throws -> Void) async throws -> Bool {

@@ -32,9 +32,11 @@ public enum ObjectDelta {
         // A result longer than the delta could make (each copy op of 3 bytes takes at most the
         // whole base) is refused before memory is reserved for it.
         let length = try reader.varint()
-        guard length <= UInt64(delta.count) * UInt64(max(base.count, 1)) else { throw corrupt("implausible length \(length)") }
+        let (most, overflow) = UInt64(delta.count).multipliedReportingOverflow(by: UInt64(max(base.count, 1)))
+        guard overflow || length <= most else { throw corrupt("implausible length \(length)") }
         var result = [UInt8]()
-        result.reserveCapacity(Int(length))
+        // No more than the inputs' bytes ahead of time: a damaged length must fail, not allocate.
+        result.reserveCapacity(Int(min(length, UInt64(delta.count + base.count))))
         while !reader.isAtEnd {
             switch try reader.byte() {
             case literalTag:
@@ -54,6 +56,16 @@ public enum ObjectDelta {
         }
         guard result.count == length else { throw corrupt("\(result.count) bytes, not the \(length) it says") }
         return result
+    }
+
+    /// The length of the bytes a delta makes, read from its first bytes (at least its first 11,
+    /// or all of it), or `nil` if they do not begin a delta.
+    ///
+    /// - Complexity: O(1).
+    public static func length(ofDeltaPrefix prefix: [UInt8]) -> Int? {
+        var reader = ByteReader(prefix)
+        guard (try? reader.byte()) == marker, let length = try? reader.varint(), length <= UInt64(Int.max) else { return nil }
+        return Int(length)
     }
 
     /// `old` written against `base`, two index nodes of one level: each entry of `old` that

@@ -7,9 +7,10 @@ import ArborSQLite
 import Foundation
 import Testing
 
-/// The project's five adapters, and the example adapter of Conformance/README.md.
+/// The project's five adapters, SQLite once more with commits that keep replaced nodes as
+/// deltas (`sqliteDeltas`), and the example adapter of Conformance/README.md.
 enum SuiteAdapter: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case memory, json, sqlite, lmdb, postgres, example
+    case memory, json, sqlite, sqliteDeltas, lmdb, postgres, example
     var testDescription: String { rawValue }
 
     /// The project's adapters, with `postgres` only when a test server is configured or under
@@ -48,6 +49,11 @@ enum SuiteAdapter: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .sqlite:
             return Self.onDisk("sqlite") { path, create in
                 let configuration = SQLiteBackend.Configuration(path: path, synchronous: false)
+                return create ? try SQLiteBackend.create(configuration) : try SQLiteBackend.open(configuration)
+            }
+        case .sqliteDeltas:
+            return Self.onDisk("sqlite-deltas") { path, create in
+                let configuration = SQLiteBackend.Configuration(path: path, synchronous: false, restatesReplacedNodes: true)
                 return create ? try SQLiteBackend.create(configuration) : try SQLiteBackend.open(configuration)
             }
         case .lmdb:

@@ -88,7 +88,7 @@ extension ProllyTree {
     }
 
     /// Tells `source` which new nodes (up to two) hold the keys of each old node replaced, to
-    /// restate it against one of them once the edit has landed (``NodeSource/restatements(written:)``).
+    /// restate it against one of them when the edit is written (``NodeSource/restatements(written:)``).
     /// Both lists are in key order; a new node holds the keys after the previous one's last key
     /// up to its own.
     private static func noteSuperseded(

@@ -65,10 +65,13 @@ extension Store {
         let bytes = content.encoded()
         let id = Hash.of(bytes)
         objects.append((id, bytes))
-        try await backend.put(objects)
+        // The nodes the edit replaced go as deltas against their replacements where the backend
+        // keeps deltas, in the same write (a commit that then fails to land leaves them against
+        // nodes that are garbage, which a collection makes whole again before removing them).
+        let restatements = source.notesSuperseded ? source.restatements(written: Set(objects.map(\.hash))) : []
+        try await backend.put(objects, restating: restatements)
         try await updateHeads(removing: Set(parents.map(\.id)), adding: id)
         await writeBackRemoved(objects)
-        await restateSuperseded(by: source, written: objects)
         return Version(id: id, content: content)
     }
 
@@ -89,20 +92,6 @@ extension Store {
             guard !missing.isEmpty else { return }
             try? await backend.put(missing)
         }.value
-    }
-
-    /// Hands the backend the index nodes an operation that has landed replaced, each as a delta
-    /// against its replacement (``Backend/restate(_:)``), where the backend keeps deltas: the
-    /// history of an index whose records change all over it then takes tens of bytes per node
-    /// replaced, not the node's kilobytes. Best effort, as ``writeBackRemoved(_:)`` is: a
-    /// node left whole loses nothing.
-    ///
-    /// - Complexity: O(*s*) for the bytes of the nodes replaced, and one call to the backend.
-    func restateSuperseded(by source: NodeSource, written objects: [(hash: Hash, bytes: [UInt8])]) async {
-        guard source.notesSuperseded else { return }
-        let restatements = source.restatements(written: Set(objects.map(\.hash)))
-        guard !restatements.isEmpty else { return }
-        await Task.detached { [backend] in try? await backend.restate(restatements) }.value
     }
 
     /// Commits a single value tree, on `parents` as ``commit(_:message:parents:)`` takes them.
