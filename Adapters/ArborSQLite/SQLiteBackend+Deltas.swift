@@ -1,6 +1,6 @@
 import Arbor
 
-/// Objects kept as deltas (``Backend/restate(_:)``, format version 2).
+/// Objects kept as deltas (``Backend/restate(_:)``, format version 3).
 ///
 /// ```
 /// CREATE TABLE objects (hash BLOB NOT NULL UNIQUE, bytes BLOB NOT NULL, base BLOB);
@@ -35,7 +35,7 @@ extension SQLiteBackend {
 
     /// A row whole (`hash`, `bytes`, and `base` where the table has it), read as
     /// ``isDeltaRow(_:)`` tells. `*` rather than the columns: a store opened at version 1 may be
-    /// brought to 2 by another process meanwhile, and SQLite then prepares the statement again
+    /// brought to 3 by another process meanwhile, and SQLite then prepares the statement again
     /// with the new column, so this connection still tells deltas from whole objects. Two texts,
     /// so that a chain can be read while a lookup's statement is active (statements are cached
     /// by their text).
@@ -114,7 +114,9 @@ extension SQLiteBackend {
     /// Inserts `objects` (in hash order) inside the caller's write transaction; one held as a
     /// delta is made whole again, as it is current again.
     func insert(_ objects: [(hash: Hash, bytes: [UInt8])], _ db: SQLiteConnection) throws {
-        let sql = hasDeltaColumns
+        // Asked of the file where this backend opened it at version 1 (another process may have
+        // brought it to version 3 since, and restated objects this put makes current again).
+        let sql = try hasDeltaColumns || Self.hasBaseColumn(db)
             ? "INSERT INTO objects (hash, bytes) VALUES (?1, ?2) ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, base = NULL WHERE base IS NOT NULL"
             : "INSERT OR IGNORE INTO objects (hash, bytes) VALUES (?1, ?2)"
         try db.withStatement(sql) { statement in

@@ -12,7 +12,7 @@ import Synchronization
 /// CREATE TABLE refs (name TEXT PRIMARY KEY, hash BLOB NOT NULL) WITHOUT ROWID;
 /// ```
 ///
-/// where version 2 adds a `base` column to `objects`, for objects kept as deltas against others,
+/// where version 3 adds a `base` column to `objects`, for objects kept as deltas against others,
 /// and a table that bounds their chains (SQLiteBackend+Deltas.swift).
 ///
 /// Objects live in a rowid table with a unique index on the hash, not in a `WITHOUT ROWID`
@@ -90,7 +90,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         /// are unchanged (a node another head still uses may be a delta); an older version's node
         /// reads through up to ``SQLiteBackend/maximumDeltaChain`` lookups.
         ///
-        /// Opening a store with this set brings its file to format version 2, which Arbor before
+        /// Opening a store with this set brings its file to format version 3, which Arbor before
         /// this option cannot open: every process that writes the store must run a version that
         /// knows deltas (one that does not would remove a base without making its deltas whole).
         public var restatesReplacedNodes: Bool
@@ -109,11 +109,13 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     }
 
     static let formatName = "arbor-sqlite-store"
-    /// The newest format this Arbor reads and writes. 2 keeps objects as deltas too
-    /// (``restate(_:)``): a store is created as, or brought to, version 2 only when opened with
+    /// The newest format this Arbor reads and writes. 3 keeps objects as deltas too
+    /// (``restate(_:)``): a store is created as, or brought to, version 3 only when opened with
     /// ``Configuration/restatesReplacedNodes`` (on a file that can be written); otherwise it is
-    /// created and kept at version 1, which Arbor before deltas reads.
-    static let formatVersion = 2
+    /// created and kept at version 1, which Arbor before deltas reads. Version 2 was a
+    /// development layout (a separate table of deltas) and is refused.
+    static let formatVersion = 3
+    static let readableVersions: Set<Int> = [1, 3]
 
     public let engineName = "sqlite"
     public let configuration: Configuration
@@ -136,7 +138,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     /// Whether the store was opened on a read-only file system: it is read through immutable,
     /// read-only connections, and every write throws ``ArborError/Code/permissionDenied``.
     public let isReadOnly: Bool
-    /// Whether the objects table has the `base` column of format version 2 (not a version 1
+    /// Whether the objects table has the `base` column of format version 3 (not a version 1
     /// store opened read-only).
     let hasDeltaColumns: Bool
 
@@ -320,14 +322,14 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
-    /// Whether the objects table has format version 2's `base` column.
+    /// Whether the objects table has format version 3's `base` column.
     static func hasBaseColumn(_ connection: SQLiteConnection) throws -> Bool {
         try connection.withStatement("SELECT count(*) FROM pragma_table_info('objects') WHERE name = 'base'") { statement in
             try statement.step() && statement.integer(0) == 1
         }
     }
 
-    /// Brings a store of format version 1 to 2 (the `base` column, its index and the heights
+    /// Brings a store of format version 1 to 3 (the `base` column, its index and the heights
     /// table), in one transaction, which another process opening it meanwhile may have run first.
     /// Adding a column rewrites no row: old rows read it as NULL, whole.
     private static func upgrade(_ connection: SQLiteConnection) throws {
@@ -365,8 +367,8 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         guard meta["format"] == formatName else {
             throw ArborError(.unsupportedFormat, "\(path) is not an Arbor SQLite store (its format is \(String(reflecting: meta["format"] ?? "missing")))", backend: "sqlite", operation: "open")
         }
-        guard let version = meta["version"].flatMap({ Int($0) }), (1...formatVersion).contains(version) else {
-            throw ArborError(.unsupportedFormat, "\(path) has store format version \(meta["version"] ?? "?"); this Arbor reads versions 1 to \(formatVersion)", backend: "sqlite", operation: "open")
+        guard let version = meta["version"].flatMap({ Int($0) }), readableVersions.contains(version) else {
+            throw ArborError(.unsupportedFormat, "\(path) has store format version \(meta["version"] ?? "?"); this Arbor reads versions 1 and \(formatVersion)", backend: "sqlite", operation: "open")
         }
     }
 
@@ -445,12 +447,30 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        // A delta row reads as nil here, then whole through its chain, in a snapshot of its own.
-        let rows = try lookUp(hashes, Self.readSQL) { Self.isDeltaRow($0) ? nil : $0.bytes(1) }
-        var result = rows.compactMapValues { $0 }
-        guard result.count < rows.count else { return result }
-        for (hash, bytes) in try materialize(rows.filter { $0.value == nil }.map(\.key)) { result[hash] = bytes }
-        return result
+        let (found, deltas) = try withReader("get") { db in
+            try db.readSnapshot(statements: hashes.count) {
+                var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
+                var deltas = [Hash]()
+                try db.withStatement(Self.readSQL) { statement in
+                    for hash in hashes where result[hash] == nil {
+                        try statement.bind(hash, at: 1)
+                        if try statement.step() {
+                            if Self.isDeltaRow(statement) { deltas.append(hash) } else { result[hash] = statement.bytes(1) }
+                        }
+                        statement.reset()
+                    }
+                }
+                // A batch's deltas are made whole in its snapshot (a single hash read without
+                // a transaction is made whole in a snapshot of its own, just after).
+                if hashes.count > 1, !deltas.isEmpty {
+                    result.merge(try materialize(deltas, db)) { $1 }
+                    deltas = []
+                }
+                return (result, deltas)
+            }
+        }
+        guard !deltas.isEmpty else { return found }
+        return found.merging(try materialize(deltas)) { $1 }
     }
 
     /// What `column` reads of the row `sql` finds for each of `hashes` (bound as ?1) that the
@@ -522,7 +542,11 @@ public final class SQLiteBackend: Backend, InPlaceReading {
     ///
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
-        guard hasDeltaColumns else { return try lookUp(hashes, "SELECT length(bytes) FROM objects WHERE hash = ?1") { $0.integer(0) } }
+        // Asked of the file where this backend opened it at version 1: another process may have
+        // brought it to a version with deltas since.
+        guard try hasDeltaColumns || withReader("sizes", { db in try Self.hasBaseColumn(db) }) else {
+            return try lookUp(hashes, "SELECT length(bytes) FROM objects WHERE hash = ?1") { $0.integer(0) }
+        }
         // A delta says the length it makes in its first bytes.
         let sql = "SELECT CASE WHEN base IS NULL THEN length(bytes) ELSE -1 END, CASE WHEN base IS NULL THEN NULL ELSE substr(bytes, 1, 12) END FROM objects WHERE hash = ?1"
         let rows = try lookUp(hashes, sql) { statement in statement.integer(0) >= 0 ? statement.integer(0) : ObjectDelta.length(ofDeltaPrefix: statement.bytes(1)) }
@@ -595,7 +619,9 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                 try db.readSnapshot(statements: 2) {
                     let (rows, more) = try page(of: db, columns: "*", after: after, limit: limit) { hash, statement in
                         let bytes = statement.bytes(1)
-                        return ((hash: hash, bytes: bytes, isDelta: Self.isDeltaRow(statement)), bytes.count)
+                        let isDelta = Self.isDeltaRow(statement)
+                        // A delta counts as the bytes it makes, which the batch hands on.
+                        return ((hash: hash, bytes: bytes, isDelta: isDelta), isDelta ? ObjectDelta.length(ofDeltaPrefix: bytes) ?? bytes.count : bytes.count)
                     }
                     let deltas = rows.filter(\.isDelta).map(\.hash)
                     let whole = deltas.isEmpty ? [:] : try materialize(deltas, db)
@@ -652,7 +678,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         try await onWriter("delete") { db in
             try db.transaction(immediate: true) {
                 // Asked of the file, not of how it was when this backend opened it: another
-                // process may have brought it to version 2 since.
+                // process may have brought it to version 3 since.
                 let deltas = try Self.hasBaseColumn(db)
                 // A delta against an object removed is made whole first.
                 if deltas { try self.detachDependents(of: hashes, db) }

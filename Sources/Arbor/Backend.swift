@@ -91,7 +91,7 @@ public protocol Backend: Sendable {
     /// (``put(_:restating:)``). Optional, and a hint: a backend may keep any of them whole (the
     /// default keeps all). One it does keep as a delta reads as it did, by ``get(_:)`` and every
     /// other call, byte for byte: the backend checks that the delta makes the object's bytes
-    /// (its SHA-256) before it drops them, and ignores a restatement of an object or against a
+    /// (those it holds, or their SHA-256) before it drops them, and ignores a restatement of an object or against a
     /// base it does not hold whole.
     ///
     /// - Complexity: O(*k* log *n*) for *k* restatements, plus the bytes of their bases read.

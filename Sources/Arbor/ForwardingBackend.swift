@@ -38,6 +38,8 @@ extension ForwardingBackend {
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
         try await inner.enumerateHashes(batchSize: batchSize, body)
     }
+    // put(_:restating:) is not forwarded: the default calls this wrapper's put, then restate,
+    // so a wrapper that overrides put sees every object written (in two calls, not one).
     public func restate(_ restatements: [Restatement]) async throws { try await inner.restate(restatements) }
     public var acceptsRestatements: Bool { inner.acceptsRestatements }
     public func delete(_ hashes: [Hash]) async throws { try await inner.delete(hashes) }

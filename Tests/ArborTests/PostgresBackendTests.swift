@@ -380,7 +380,10 @@ import Testing
                 guard let error = error as? ArborError else { return false }
                 return error.code == .engine && error.message.contains("lock timeout") && error.message.contains("55P03")
             }
-            #expect(ContinuousClock.now - start < .seconds(30))
+            // The error above says the lock timeout ended the wait; this says it was the 1 s one
+            // asked for, not the 300 s default. Loose, since it is a clock: a loaded CI machine
+            // once took 30.3 s for the whole call.
+            #expect(ContinuousClock.now - start < .seconds(200))
             _ = try blocker.execute("ROLLBACK")
             #expect(try await backend.ref("waiting") == nil)
             #expect(try await backend.compareAndSwap(ref: "waiting", expected: nil, new: hash))

@@ -141,12 +141,15 @@ func randomBytes(_ count: Int) -> Data {
     @Test func newerFormatVersionIsRefused() async throws {
         try await withPath { path in
             try await SQLiteBackend.create(.init(path: path)).close()
-            try rawSQLite(path, "UPDATE arbor_meta SET value = '3' WHERE key = 'version'")
+            try rawSQLite(path, "UPDATE arbor_meta SET value = '4' WHERE key = 'version'")
             #expect { try SQLiteBackend.open(.init(path: path)) } throws: { error in
-                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("version 3")
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("version 4")
             }
-            try rawSQLite(path, "UPDATE arbor_meta SET value = '0' WHERE key = 'version'")
-            #expect { try SQLiteBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            // 0, and 2: the development layout of deltas in a table of their own.
+            for version in ["0", "2"] {
+                try rawSQLite(path, "UPDATE arbor_meta SET value = '\(version)' WHERE key = 'version'")
+                #expect { try SQLiteBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            }
             try rawSQLite(path, "UPDATE arbor_meta SET value = 'something-else' WHERE key = 'format'")
             #expect { try SQLiteBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
         }

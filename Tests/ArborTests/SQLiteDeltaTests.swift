@@ -67,7 +67,7 @@ import Testing
     }
 
     /// A store is created at format version 1 and stays there, readable by Arbor before deltas,
-    /// unless deltas are asked for: then it is brought to version 2 when opened, and keeps them.
+    /// unless deltas are asked for: then it is brought to version 3 when opened, and keeps them.
     @Test func aStoreBecomesVersionTwoOnlyWhenDeltasAreAskedFor() async throws {
         try await withPath { path in
             try await SQLiteBackend.create(.init(path: path)).close()
@@ -89,7 +89,7 @@ import Testing
             let backend = try SQLiteBackend.open(.init(path: path, restatesReplacedNodes: true))
             #expect(backend.hasDeltaColumns && backend.acceptsRestatements)
             let second = try await sqliteVersion(path)
-            #expect(second == "2")
+            #expect(second == "3")
             #expect(try await backend.get([Hash.of(kept)])[Hash.of(kept)] == kept)
             let base = (0..<2_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
             let old = Array(base[0..<1_000]) + [1, 2, 3]
@@ -98,7 +98,7 @@ import Testing
             #expect(try backend.deltaCount() == 1)
             #expect(try await backend.get([Hash.of(old)])[Hash.of(old)] == old)
             try await backend.close()
-            // Opened without asking for deltas, a version 2 store still reads them.
+            // Opened without asking for deltas, a version 3 store still reads them.
             let again = try SQLiteBackend.open(.init(path: path))
             #expect(try again.deltaCount() == 1 && again.hasDeltaColumns)
             #expect(try await again.get([Hash.of(old)])[Hash.of(old)] == old)
@@ -106,7 +106,7 @@ import Testing
         }
     }
 
-    /// A backend that opened a version 1 store before another process brought it to version 2
+    /// A backend that opened a version 1 store before another process brought it to version 3
     /// and restated objects in it still reads them whole, lists them whole, and makes a delta
     /// whole before it removes its base.
     @Test func aBackendOpenedBeforeTheUpgradeStillReadsDeltas() async throws {
@@ -128,6 +128,7 @@ import Testing
             var listed = [Hash: [UInt8]]()
             try await early.enumerateObjects(batchSize: 10) { batch in for (hash, bytes) in batch { listed[hash] = bytes } }
             #expect(listed == [Hash.of(base): base, Hash.of(old): old])
+            #expect(try await early.objectSizes([Hash.of(old)]) == [Hash.of(old): old.count])
             try await early.delete([Hash.of(base)])
             #expect(try await early.get([Hash.of(old)])[Hash.of(old)] == old)
             #expect(try await upgrading.get([Hash.of(old)])[Hash.of(old)] == old)
