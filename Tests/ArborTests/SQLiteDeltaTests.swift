@@ -68,7 +68,7 @@ import Testing
 
     /// A store is created at format version 1 and stays there, readable by Arbor before deltas,
     /// unless deltas are asked for: then it is brought to version 3 when opened, and keeps them.
-    @Test func aStoreBecomesVersionTwoOnlyWhenDeltasAreAskedFor() async throws {
+    @Test func aStoreTakesTheDeltaFormatOnlyWhenDeltasAreAskedFor() async throws {
         try await withPath { path in
             try await SQLiteBackend.create(.init(path: path)).close()
             let kept = (0..<500).map { UInt8(truncatingIfNeeded: $0 &* 7) }
