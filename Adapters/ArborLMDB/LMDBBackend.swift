@@ -5,8 +5,9 @@ import Synchronization
 /// A store in an LMDB environment (a folder holding `data.mdb` and `lock.mdb`), shareable by
 /// several processes.
 ///
-/// Named databases: `meta` (`format` = `arbor-lmdb-store`, `version` = `1`), `objects`
-/// (32-byte hash → bytes) and `refs` (name → 32-byte hash).
+/// Named databases: `meta` (`format` = `arbor-lmdb-store`, `version` = `1`, or `2` where
+/// objects may be kept as deltas), `objects` (32-byte hash → bytes) and `refs` (name → 32-byte
+/// hash); at version 2 also `deltas` (see `LMDBBackend+Deltas.swift`).
 ///
 /// Every batch call is one transaction: a batch `put` is one write transaction (all or
 /// nothing), a batch `get` one read snapshot. A ref changes only by compare-and-swap inside one
@@ -40,24 +41,38 @@ public final class LMDBBackend: Backend, InPlaceReading {
         /// The largest the map may grow to, in bytes. Where another backend of this process has
         /// the folder open, its environment's maximum holds.
         public var maximumMapSize: Int
+        /// `true`: commits keep the index nodes they replace as deltas against their
+        /// replacements (``Backend/restate(_:)``), which makes a long history of random-id
+        /// commits several times smaller and commits slower. A store becomes format version 2
+        /// when opened so (Arbor before deltas cannot open it) and then keeps its deltas
+        /// whatever later backends say; every process that writes it must be an Arbor that
+        /// knows deltas. Default `false`: a store is created, and kept, at version 1.
+        public var restatesReplacedNodes: Bool
 
-        public init(path: String, synchronous: Bool = true, initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40) {
+        public init(
+            path: String, synchronous: Bool = true, initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40,
+            restatesReplacedNodes: Bool = false
+        ) {
             self.path = path
             self.synchronous = synchronous
             self.initialMapSize = initialMapSize
             self.maximumMapSize = maximumMapSize
+            self.restatesReplacedNodes = restatesReplacedNodes
         }
     }
 
     static let formatName = "arbor-lmdb-store"
+    /// The format of stores that keep every object whole.
     static let formatVersion = 1
+    /// The format of stores that may keep objects as deltas (``restatesReplacedNodes``).
+    static let deltaFormatVersion = 2
 
     /// The environments open in this process, by folder identity, with how many backends use each.
     private static let openEnvironments = Mutex<[LMDBEnvironment.FolderID: (environment: LMDBEnvironment, users: Int)]>([:])
 
     public let engineName = "lmdb"
     public let configuration: Configuration
-    private let environment: LMDBEnvironment
+    let environment: LMDBEnvironment
     private let folder: LMDBEnvironment.FolderID
     private let isClosed = Atomic<Bool>(false)
 
@@ -111,7 +126,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         guard case .folder(let folder) = LMDBEnvironment.kind(of: path) else {
             throw ArborError(.notFound, "\(path) disappeared while the store was being created", backend: "lmdb", operation: "create")
         }
-        return try openEnvironments.withLock { environments in
+        let backend = try openEnvironments.withLock { environments in
             // A creator that raced this one here and won has its environment open: opening the
             // lock file again would reset LMDB's reader table under it.
             if let (environment, _) = environments[folder], environment.hasDataFile(inFolder: path) {
@@ -127,7 +142,11 @@ public final class LMDBBackend: Backend, InPlaceReading {
                         throw ArborError(.alreadyExists, "a store already exists at \(path); it was left untouched", backend: "lmdb", operation: "create")
                     }
                     try txn.put(meta, Array("format".utf8), Array(formatName.utf8), overwrite: true)
-                    try txn.put(meta, Array("version".utf8), Array(String(formatVersion).utf8), overwrite: true)
+                    let version = configuration.restatesReplacedNodes ? deltaFormatVersion : formatVersion
+                    try txn.put(meta, Array("version".utf8), Array(String(version).utf8), overwrite: true)
+                    if configuration.restatesReplacedNodes {
+                        _ = try txn.openDatabase("deltas", create: true)
+                    }
                 }
                 environments[folder] = (environment, 1)
                 return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
@@ -139,6 +158,10 @@ public final class LMDBBackend: Backend, InPlaceReading {
                 throw error
             }
         }
+        // Made in the creating transaction; the handle is opened here, outside the lock that
+        // a backend failing now takes to give its share back.
+        if configuration.restatesReplacedNodes { _ = try backend.environment.loadDeltaIndex() }
+        return backend
     }
 
     /// Opens an existing store. Throws ``ArborError/Code/notFound`` if the folder or its
@@ -167,7 +190,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         guard LMDBEnvironment.fileLength(path + "/data.mdb") != 0 else {
             throw ArborError(.corruptObject, "\(path)/data.mdb is empty (0 bytes): the file was cut short, or never written; it was left untouched", backend: "lmdb", operation: "open")
         }
-        return try openEnvironments.withLock { environments in
+        let backend = try openEnvironments.withLock { environments in
             // The same folder (also by another path, or moved) shares the open environment: a
             // second `mdb_env_open` of it in one process would reset its lock file. An entry
             // whose folder is gone and whose inode number was reused by this one holds another
@@ -187,8 +210,8 @@ public final class LMDBBackend: Backend, InPlaceReading {
                         throw ArborError(.unsupportedFormat, "\(path) is an LMDB environment, but not an Arbor store (its format is \(String(reflecting: format ?? "missing")))", backend: "lmdb", operation: "open")
                     }
                     let version = try txn.get(meta, Array("version".utf8)).map { String(decoding: $0, as: UTF8.self) }
-                    guard version == String(formatVersion) else {
-                        throw ArborError(.unsupportedFormat, "\(path) has store format version \(version ?? "?"); this Arbor reads version \(formatVersion)", backend: "lmdb", operation: "open")
+                    guard version == String(formatVersion) || version == String(deltaFormatVersion) else {
+                        throw ArborError(.unsupportedFormat, "\(path) has store format version \(version ?? "?"); this Arbor reads versions \(formatVersion) and \(deltaFormatVersion)", backend: "lmdb", operation: "open")
                     }
                 }
                 environments[folder] = (environment, 1)
@@ -200,6 +223,15 @@ public final class LMDBBackend: Backend, InPlaceReading {
                 throw error
             }
         }
+        // A backend that throws here gives its share of the environment back as it goes.
+        if configuration.restatesReplacedNodes && !backend.isReadOnly {
+            _ = try backend.environment.createDeltaIndex { txn in
+                try txn.put(backend.environment.meta, Array("version".utf8), Array(String(deltaFormatVersion).utf8), overwrite: true)
+            }
+        } else if try backend.environment.loadDeltaIndex() == nil, try backend.formatVersionRecorded() == String(deltaFormatVersion) {
+            throw ArborError(.corruptObject, "\(path) says it is store format version \(deltaFormatVersion) but lacks its deltas database; it was left untouched", backend: "lmdb", operation: "open")
+        }
+        return backend
     }
 
     /// Gives this backend's share of the environment back; the last user closes it.
@@ -218,13 +250,13 @@ public final class LMDBBackend: Backend, InPlaceReading {
         }
     }
 
-    private func checkOpen(_ operation: String) throws {
+    func checkOpen(_ operation: String) throws {
         if isClosed.load(ordering: .acquiring) {
             throw ArborError(.closed, "the store is closed", backend: engineName, operation: operation)
         }
     }
 
-    private static func key(_ hash: Hash) -> [UInt8] {
+    static func key(_ hash: Hash) -> [UInt8] {
         var key = [UInt8]()
         key.reserveCapacity(Hash.byteCount)
         hash.append(to: &key)
@@ -256,13 +288,15 @@ public final class LMDBBackend: Backend, InPlaceReading {
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         try checkOpen("get")
-        let objects = environment.objects
-        return try environment.read("get") { txn in
-            var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
-            for hash in hashes where result[hash] == nil {
-                if let bytes = try txn.get(objects, LMDBBackend.key(hash)) { result[hash] = bytes }
+        return try readKnowingDeltas("get") { deltas in
+            try environment.read("get") { txn in
+                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
+                for hash in hashes where result[hash] == nil {
+                    if let bytes = try reader.bytes(hash) { result[hash] = bytes }
+                }
+                return result
             }
-            return result
         }
     }
 
@@ -273,9 +307,11 @@ public final class LMDBBackend: Backend, InPlaceReading {
     /// - Complexity: O(max(`limit`, *k*) log *n*) for *k* hashes in a store of *n* objects.
     public func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
         try checkOpen("get")
-        let objects = environment.objects
-        return try environment.read("get") { txn in
-            try Ancestry.collect(hashes, limit: limit) { hash in try txn.get(objects, LMDBBackend.key(hash)) }
+        return try readKnowingDeltas("get") { deltas in
+            try environment.read("get") { txn in
+                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                return try Ancestry.collect(hashes, limit: limit) { hash in try reader.bytes(hash) }
+            }
         }
     }
 
@@ -286,8 +322,18 @@ public final class LMDBBackend: Backend, InPlaceReading {
     public func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
         try checkOpen("get")
         let objects = environment.objects
-        return try environment.read("get") { txn in
-            try hash.withUnsafeBytes { key in try txn.withValue(objects, key, body) }
+        let key = Self.key(hash)
+        return try readKnowingDeltas("get") { deltas in
+            try environment.read("get") { txn in
+                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                return try hash.withUnsafeBytes { keyBuffer in
+                    try txn.withValue(objects, keyBuffer) { value in
+                        // A delta is made whole before `body` runs, so a retry never runs it twice.
+                        guard let value else { return try body(nil) }
+                        return try reader.withWholeValue(key, stored: value, body)
+                    }
+                }
+            }
         }
     }
 
@@ -296,31 +342,50 @@ public final class LMDBBackend: Backend, InPlaceReading {
     /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
     public func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         try checkOpen("contains")
-        return Set(try lengths(hashes, "contains").keys)
-    }
-
-    /// The sizes of the objects among `hashes` that the store holds, read in one read
-    /// transaction where LMDB maps them (no copy).
-    ///
-    /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
-    public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
-        try checkOpen("get")
-        return try lengths(hashes, "get")
-    }
-
-    private func lengths(_ hashes: [Hash], _ operation: String) throws -> [Hash: Int] {
         let objects = environment.objects
-        return try environment.read(operation) { txn in
-            var result = [Hash: Int](minimumCapacity: hashes.count)
-            for hash in hashes where result[hash] == nil {
-                if let count = try hash.withUnsafeBytes({ key in try txn.withValue(objects, key) { $0?.count } }) { result[hash] = count }
+        return try environment.read("contains") { txn in
+            var result = Set<Hash>(minimumCapacity: hashes.count)
+            for hash in hashes where !result.contains(hash) {
+                if try hash.withUnsafeBytes({ key in try txn.withValue(objects, key) { $0 != nil } }) { result.insert(hash) }
             }
             return result
         }
     }
 
-    /// Stores objects in one write transaction; existing objects are kept (`MDB_NOOVERWRITE`).
-    /// Grows the map and writes the batch again if it does not fit.
+    /// The sizes of the objects among `hashes` that the store holds, read in one read
+    /// transaction where LMDB maps them (no copy); a delta tells the size it makes in its
+    /// first bytes.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* hashes in a store of *n* objects.
+    public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
+        try checkOpen("get")
+        let objects = environment.objects
+        return try readKnowingDeltas("get") { deltas in
+            try environment.read("get") { txn in
+                let reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                var result = [Hash: Int](minimumCapacity: hashes.count)
+                for hash in hashes where result[hash] == nil {
+                    let key = Self.key(hash)
+                    let size = try hash.withUnsafeBytes { keyBuffer in
+                        try txn.withValue(objects, keyBuffer) { value -> Int? in
+                            guard let value else { return nil }
+                            guard try reader.base(ofKey: key, value: value) != nil else { return value.count }
+                            guard let length = ObjectDelta.length(ofDeltaPrefix: [UInt8](value.prefix(16))) else {
+                                throw ArborError(.corruptObject, "\(configuration.path): object \(hash) is a damaged delta (its length does not parse)", backend: engineName, operation: "get")
+                            }
+                            return length
+                        }
+                    }
+                    if let size { result[hash] = size }
+                }
+                return result
+            }
+        }
+    }
+
+    /// Stores objects in one write transaction; existing objects are kept (`MDB_NOOVERWRITE`),
+    /// but one kept as a delta is made whole again. Grows the map and writes the batch again if
+    /// it does not fit.
     ///
     /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
@@ -328,12 +393,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         guard !objects.isEmpty else { return }
         // In key order, each insertion lands next to the previous one in the B+tree.
         let sorted = objects.sorted { $0.hash < $1.hash }
-        let database = environment.objects
-        try await environment.writeOffPool("put", flushing: configuration.synchronous) { txn in
-            for object in sorted {
-                try txn.put(database, LMDBBackend.key(object.hash), object.bytes, overwrite: false)
-            }
-        }
+        try await writeKnowingDeltas("put") { txn, deltas in try self.insert(sorted, txn, deltas) }
     }
 
     /// Every object hash, in hash order, in batches of at most `batchSize`; each batch is read in
@@ -366,8 +426,14 @@ public final class LMDBBackend: Backend, InPlaceReading {
         let objects = environment.objects
         while true {
             try checkOpen("enumerate")
-            let entries = try environment.read("enumerate") { [after] txn in
-                try txn.scan(objects, after: after, limit: limit, values: values, byteLimit: enumerationBatchBytes)
+            // Deltas are made whole in the batch's own snapshot, and count by the bytes they make.
+            let entries = try readKnowingDeltas("enumerate") { deltas in
+                try environment.read("enumerate") { [after] txn in
+                    var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                    return try txn.scan(objects, after: after, limit: limit, values: values, byteLimit: enumerationBatchBytes) { key, value in
+                        try reader.withWholeValue([UInt8](key), stored: value) { [UInt8]($0) }
+                    }
+                }
             }
             if entries.isEmpty { return }
             try await body(entries)
@@ -383,7 +449,8 @@ public final class LMDBBackend: Backend, InPlaceReading {
     public func delete(_ hashes: [Hash]) async throws {
         try checkOpen("delete")
         let objects = environment.objects
-        try await environment.writeOffPool("delete", flushing: configuration.synchronous) { txn in
+        try await writeKnowingDeltas("delete") { txn, deltas in
+            if let deltas { try self.detachDependents(of: hashes, txn, deltas) }
             for hash in hashes { try txn.delete(objects, LMDBBackend.key(hash)) }
         }
     }

@@ -120,6 +120,12 @@ final class LMDBEnvironment: @unchecked Sendable {
     private(set) var objects: MDB_dbi = 0
     private(set) var refs: MDB_dbi = 0
     private(set) var meta: MDB_dbi = 0
+    /// The `deltas` database (format version 2), once this process has opened it: at open, or
+    /// when a read or a write finds another process made it.
+    private let deltaHandles = Mutex<DeltaIndex?>(nil)
+    /// Held while a shared environment opens a database: LMDB lets one transaction of a process
+    /// at a time call `mdb_dbi_open`.
+    private let databaseOpening = Mutex(())
     /// Where `data.mdb` is mapped in this process, or `nil` where that cannot be known (only
     /// Linux tells, in /proc/self/maps). Changed with the map, under `lock`'s exclusive side.
     private var mapped: MappedFile?
@@ -495,6 +501,55 @@ final class LMDBEnvironment: @unchecked Sendable {
         return arborError
     }
 
+    /// The handle of the `deltas` database (format version 2): base hash and object hash (64
+    /// bytes) → one byte, for each object kept as a delta against that base.
+    struct DeltaIndex: Sendable {
+        let dbi: MDB_dbi
+    }
+
+    /// The `deltas` database, if this process has opened it. A transaction may use it only if
+    /// it began after it was opened: read this before beginning one.
+    var deltaIndex: DeltaIndex? { deltaHandles.withLock { $0 } }
+
+    /// Opens the `deltas` database if the store has it (another process may have made it since
+    /// this one opened the environment); `nil` if it has none.
+    func loadDeltaIndex() throws -> DeltaIndex? {
+        try databaseOpening.withLock { _ in
+            if let known = deltaIndex { return known }
+            return try read("open") { txn in
+                let index: DeltaIndex
+                do { index = DeltaIndex(dbi: try txn.openDatabase("deltas", create: false)) } catch let failure as LMDBFailure where failure.code == MDB_NOTFOUND {
+                    return nil
+                }
+                // Committing (not aborting) the read transaction keeps the handle.
+                try txn.commitReadOnly()
+                deltaHandles.withLock { $0 = index }
+                return index
+            }
+        }
+    }
+
+    /// Makes the `deltas` database (if the store lacks it), with `mark` writing the format
+    /// version in the same write transaction, and opens it.
+    func createDeltaIndex(_ mark: (LMDBTransaction) throws -> Void) throws -> DeltaIndex {
+        try databaseOpening.withLock { _ in
+            if let known = deltaIndex { return known }
+            let index = try write("open") { txn in
+                let index = DeltaIndex(dbi: try txn.openDatabase("deltas", create: true))
+                try mark(txn)
+                return index
+            }
+            deltaHandles.withLock { $0 = index }
+            return index
+        }
+    }
+
+    /// Forgets the `deltas` database's handle, as a process that opened the store before it was
+    /// made has none: for tests.
+    func forgetDeltaIndex() {
+        databaseOpening.withLock { _ in deltaHandles.withLock { $0 = nil } }
+    }
+
     /// Runs `body` in a read transaction (one snapshot), aborted afterwards unless `body` commits it.
     func read<R>(_ operation: String, _ body: (LMDBTransaction) throws -> R) throws -> R {
         do {
@@ -808,6 +863,46 @@ final class LMDBTransaction {
         return true
     }
 
+    /// Stores `value` at `key` unless the key is present; then calls `existing` with the value
+    /// stored there, where LMDB maps it, and stores nothing.
+    func insert(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8], existing: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var dataValue = MDB_val()
+        let code = key.withUnsafeBytes { keyBuffer in
+            value.withUnsafeBytes { valueBuffer in
+                var keyValue = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
+                dataValue = MDB_val(mv_size: valueBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: valueBuffer.baseAddress))
+                return mdb_put(txn, dbi, &keyValue, &dataValue, UInt32(MDB_NOOVERWRITE))
+            }
+        }
+        // On MDB_KEYEXIST, LMDB points `dataValue` at the value already there.
+        if code == MDB_KEYEXIST { return try existing(try buffer(dataValue, "mdb_put")) }
+        try check("mdb_put", code)
+    }
+
+    /// The entries of `dbi` whose keys begin with `prefix`, in key order.
+    func entries(_ dbi: MDB_dbi, withPrefix prefix: [UInt8]) throws(LMDBFailure) -> [(key: [UInt8], value: [UInt8])] {
+        var cursor: OpaquePointer?
+        try check("mdb_cursor_open", mdb_cursor_open(txn, dbi, &cursor))
+        guard let cursor else { throw LMDBFailure(call: "mdb_cursor_open", code: EINVAL) }
+        defer { mdb_cursor_close(cursor) }
+        var result = [(key: [UInt8], value: [UInt8])]()
+        var start = prefix
+        var key = MDB_val()
+        var data = MDB_val()
+        var code = start.withUnsafeMutableBytes { buffer in
+            key = MDB_val(mv_size: buffer.count, mv_data: buffer.baseAddress)
+            return mdb_cursor_get(cursor, &key, &data, MDB_SET_RANGE)
+        }
+        while code == 0 {
+            let found = try buffer(key, "mdb_cursor_get")
+            guard found.count >= prefix.count, found.prefix(prefix.count).elementsEqual(prefix) else { break }
+            result.append(([UInt8](found), [UInt8](try buffer(data, "mdb_cursor_get"))))
+            code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
+        }
+        if code != 0 && code != MDB_NOTFOUND { try check("mdb_cursor_get", code) }
+        return result
+    }
+
     /// Removes `key`; a missing key is fine.
     func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws(LMDBFailure) {
         let code = key.withUnsafeBytes { buffer in
@@ -823,9 +918,13 @@ final class LMDBTransaction {
     /// early once the values copied reach `byteLimit`; with `values` false, each value is left
     /// unread (empty), not copied out of the map: a listing of keys then touches no value's
     /// pages but the first of a large one.
+    ///
+    /// `value` makes what is listed of each key's value where LMDB maps it (by default, a copy),
+    /// and the bytes it makes count toward `byteLimit`.
     func scan(
-        _ dbi: MDB_dbi, after: [UInt8]?, limit: Int, values: Bool = true, byteLimit: Int = .max
-    ) throws(LMDBFailure) -> [(key: [UInt8], value: [UInt8])] {
+        _ dbi: MDB_dbi, after: [UInt8]?, limit: Int, values: Bool = true, byteLimit: Int = .max,
+        value make: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> [UInt8] = { [UInt8]($1) }
+    ) throws -> [(key: [UInt8], value: [UInt8])] {
         var cursor: OpaquePointer?
         try check("mdb_cursor_open", mdb_cursor_open(txn, dbi, &cursor))
         guard let cursor else { throw LMDBFailure(call: "mdb_cursor_open", code: EINVAL) }
@@ -849,7 +948,8 @@ final class LMDBTransaction {
         start = []
         var size = 0
         while code == 0 && result.count < limit && size < byteLimit {
-            result.append(([UInt8](try buffer(key, "mdb_cursor_get")), values ? [UInt8](try buffer(data, "mdb_cursor_get")) : []))
+            let keyBytes = try buffer(key, "mdb_cursor_get")
+            result.append(([UInt8](keyBytes), values ? try make(keyBytes, try buffer(data, "mdb_cursor_get")) : []))
             size += result[result.count - 1].value.count
             code = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
         }

@@ -14,7 +14,11 @@
 /// operations up to the end, each a tag byte and varints: `0` *n* and *n* bytes to copy as they
 /// are, `1` *offset* *n* to copy *n* bytes of the base from *offset*.
 public enum ObjectDelta {
-    static let marker: UInt8 = 0xD1
+    /// The first byte of every delta. An Arbor object begins with its format marker (`0xA1`), so
+    /// a backend that keeps deltas among whole objects need look deeper only at values that
+    /// begin with this byte (other bytes may begin with it too: the contract does not look
+    /// inside objects).
+    public static let marker: UInt8 = 0xD1
     private static let literalTag: UInt8 = 0
     private static let copyTag: UInt8 = 1
 

@@ -7,10 +7,10 @@ import ArborSQLite
 import Foundation
 import Testing
 
-/// The project's five adapters, SQLite once more with commits that keep replaced nodes as
-/// deltas (`sqliteDeltas`), and the example adapter of Conformance/README.md.
+/// The project's five adapters, SQLite and LMDB once more with commits that keep replaced nodes
+/// as deltas (`sqliteDeltas`, `lmdbDeltas`), and the example adapter of Conformance/README.md.
 enum SuiteAdapter: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case memory, json, sqlite, sqliteDeltas, lmdb, postgres, example
+    case memory, json, sqlite, sqliteDeltas, lmdb, lmdbDeltas, postgres, example
     var testDescription: String { rawValue }
 
     /// The project's adapters, with `postgres` only when a test server is configured or under
@@ -59,6 +59,11 @@ enum SuiteAdapter: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .lmdb:
             return Self.onDisk("lmdb") { path, create in
                 let configuration = LMDBBackend.Configuration(path: path, synchronous: false)
+                return create ? try LMDBBackend.create(configuration) : try LMDBBackend.open(configuration)
+            }
+        case .lmdbDeltas:
+            return Self.onDisk("lmdb-deltas") { path, create in
+                let configuration = LMDBBackend.Configuration(path: path, synchronous: false, restatesReplacedNodes: true)
                 return create ? try LMDBBackend.create(configuration) : try LMDBBackend.open(configuration)
             }
         case .postgres:

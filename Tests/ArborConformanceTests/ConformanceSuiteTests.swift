@@ -13,7 +13,7 @@ import Testing
         return report
     }
 
-    @Test(arguments: SuiteAdapter.projectAdapters + [.sqliteDeltas, .example])
+    @Test(arguments: SuiteAdapter.projectAdapters + [.sqliteDeltas, .lmdbDeltas, .example])
     func adapterPassesTheSuite(adapter: SuiteAdapter) async throws {
         let report = try await adapter.withAdapter { try await runSuite($0) }
         #expect(report.succeeded, "\(report.failures.map(\.description).joined(separator: "\n"))")

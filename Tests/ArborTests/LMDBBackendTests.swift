@@ -211,9 +211,16 @@ private let isLinux = false
     @Test func newerFormatVersionIsRefused() async throws {
         try await withPath { path in
             try await LMDBBackend.create(.init(path: path)).close()
+            try rawLMDBPut(path, database: "meta", key: Array("version".utf8), value: Array("3".utf8))
+            #expect { try LMDBBackend.open(.init(path: path)) } throws: { error in
+                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("version 3")
+            }
+            try rawLMDBPut(path, database: "meta", key: Array("version".utf8), value: Array("0".utf8))
+            #expect { try LMDBBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }
+            // Version 2 keeps deltas in a database of its own; without it, the store is damaged.
             try rawLMDBPut(path, database: "meta", key: Array("version".utf8), value: Array("2".utf8))
             #expect { try LMDBBackend.open(.init(path: path)) } throws: { error in
-                (error as? ArborError)?.code == .unsupportedFormat && "\(error)".contains("version 2")
+                (error as? ArborError)?.code == .corruptObject && "\(error)".contains("deltas database")
             }
             try rawLMDBPut(path, database: "meta", key: Array("format".utf8), value: Array("something-else".utf8))
             #expect { try LMDBBackend.open(.init(path: path)) } throws: { ($0 as? ArborError)?.code == .unsupportedFormat }

@@ -63,14 +63,16 @@ struct EngineBenchmark {
                     print(String(format: "sqlite arbor files: database %.1f MB, WAL %.1f MB", Double(EngineBenchmark.size(of: [path])) / 1e6, Double(EngineBenchmark.size(of: [path + "-wal"])) / 1e6))
                     return EngineBenchmark.size(of: [path, path + "-wal", path + "-shm"])
                 }
-            case "lmdb":
+            case "lmdb", "lmdb-deltas":
+                // lmdb-deltas: commits restate the nodes they replace (LMDBBackend.Configuration.restatesReplacedNodes).
+                let deltas = engine == "lmdb-deltas"
                 raw = try RawLMDB.run(path: folder + "/raw", rows: records, reads: reads, ordered: orderedIDs, batch: batch)
                 let path = folder + "/arbor"
-                arbor = try await runArbor(try LMDBBackend.create(.init(path: path)), label: engine) {
+                arbor = try await runArbor(try LMDBBackend.create(.init(path: path, restatesReplacedNodes: deltas)), label: engine) {
                     EngineBenchmark.size(ofFolder: path)
                 }
             default:
-                print("unknown engine \(engine); available: sqlite, sqlite-deltas, lmdb")
+                print("unknown engine \(engine); available: sqlite, sqlite-deltas, lmdb, lmdb-deltas")
                 continue
             }
             print(String(format: "%-6@ raw   bulk write %9.3f s   %6d point reads %8.3f s   on disk %8.1f MB   (in transactions of %d rows: write %.3f s)",
@@ -105,6 +107,16 @@ struct EngineBenchmark {
             let seconds = try await timeReads(keys, at: head, through: Store(backend: backend, configuration: .init(replica: "bench")))
             print(String(format: "%-6@ arbor %d point reads %@: %.3f s (%.2fx the reads below, which ran first)", label, reads, other.name, seconds, seconds / read))
             try await backend.close()
+        }
+        // The same number of reads at the version halfway back, of records it holds: on an
+        // engine that keeps replaced nodes as deltas, these read through delta chains.
+        let log = try await reader.log(from: [head.id])
+        if log.count > 2 {
+            let middle = log[log.count / 2]
+            let older = CommitBenchmark.randomKeys(reads, of: Array(items.prefix(Int(middle.recordCount))), using: &generator)
+            let seconds = try await timeReads(older, at: middle, through: Store(backend: backend, configuration: .init(replica: "bench")))
+            print(String(format: "%-6@ arbor %d point reads at version %d of %d (%d records): %.3f s (%.2fx the reads at the head)",
+                         label, reads, log.count - log.count / 2, log.count, middle.recordCount, seconds, seconds / read))
         }
         // What the core wrote, before the engine's own overhead: object count and bytes.
         var objects = 0, objectBytes = 0, largest = 0
