@@ -29,7 +29,7 @@ import CLMDB
 extension LMDBBackend {
     /// The most steps from a delta to the whole object its chain ends at: an old version's node
     /// reads through at most this many lookups.
-    public static let maximumDeltaChain = 64
+    public static let maximumDeltaChain = 16
 
     /// ``Configuration/restatesReplacedNodes``, on a store that can be written. (``restate(_:)``
     /// keeps deltas in a version 2 store whatever this says.)
@@ -234,13 +234,15 @@ struct DeltaReader {
     /// The base of the object at `key`, whose stored value is `value`, if it is a delta. Throws
     /// ``DeltaIndexUnopened`` for a value that may be a delta in a store at version 2 whose
     /// `deltas` database this process has not opened.
-    func base(ofKey key: [UInt8], value: UnsafeRawBufferPointer) throws -> Hash? {
+    /// (`key` is made only for a value that begins with the delta marker: point reads of whole
+    /// objects allocate nothing more.)
+    func base(ofKey key: @autoclosure () -> [UInt8], value: UnsafeRawBufferPointer) throws -> Hash? {
         guard value.first == ObjectDelta.marker else { return nil }
         guard let deltas else {
             if try backend.isVersionOne(txn) { return nil }
             throw DeltaIndexUnopened()
         }
-        return try LMDBBackend.deltaBase(key, stored: value, txn, deltas)
+        return try LMDBBackend.deltaBase(key(), stored: value, txn, deltas)
     }
 
     /// The object `hash` whole, or `nil` if the store does not hold it. Throws
@@ -251,19 +253,18 @@ struct DeltaReader {
     }
 
     /// Calls `body` with the value stored at `key` made whole (`key` is a hash's bytes).
-    mutating func withWholeValue<R>(_ key: [UInt8], stored value: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        guard let base = try base(ofKey: key, value: value) else { return try body(value) }
-        let whole = try made(Hash(bytes: key), stored: [UInt8](value), base: base, steps: 0)
+    mutating func withWholeValue<R>(_ key: @autoclosure () -> [UInt8], stored value: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        guard let base = try base(ofKey: key(), value: value) else { return try body(value) }
+        let whole = try made(Hash(bytes: key()), stored: [UInt8](value), base: base, steps: 0)
         return try whole.withUnsafeBytes(body)
     }
 
     private mutating func bytes(_ hash: Hash, steps: Int) throws -> [UInt8]? {
         if let bytes = known[hash] { return bytes }
-        let key = LMDBBackend.key(hash)
         let stored: (value: [UInt8], base: Hash?)? = try hash.withUnsafeBytes { keyBuffer in
             try txn.withValue(backend.environment.objects, keyBuffer) { value in
                 guard let value else { return nil }
-                return ([UInt8](value), try base(ofKey: key, value: value))
+                return ([UInt8](value), try base(ofKey: LMDBBackend.key(hash), value: value))
             }
         }
         guard let stored else { return nil }

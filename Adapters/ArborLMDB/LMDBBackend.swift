@@ -322,7 +322,6 @@ public final class LMDBBackend: Backend, InPlaceReading {
     public func withObjectBytes<R>(_ hash: Hash, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
         try checkOpen("get")
         let objects = environment.objects
-        let key = Self.key(hash)
         return try readKnowingDeltas("get") { deltas in
             try environment.read("get") { txn in
                 var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
@@ -330,7 +329,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
                     try txn.withValue(objects, keyBuffer) { value in
                         // A delta is made whole before `body` runs, so a retry never runs it twice.
                         guard let value else { return try body(nil) }
-                        return try reader.withWholeValue(key, stored: value, body)
+                        return try reader.withWholeValue(Self.key(hash), stored: value, body)
                     }
                 }
             }
@@ -365,11 +364,10 @@ public final class LMDBBackend: Backend, InPlaceReading {
                 let reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
                 var result = [Hash: Int](minimumCapacity: hashes.count)
                 for hash in hashes where result[hash] == nil {
-                    let key = Self.key(hash)
                     let size = try hash.withUnsafeBytes { keyBuffer in
                         try txn.withValue(objects, keyBuffer) { value -> Int? in
                             guard let value else { return nil }
-                            guard try reader.base(ofKey: key, value: value) != nil else { return value.count }
+                            guard try reader.base(ofKey: Self.key(hash), value: value) != nil else { return value.count }
                             guard let length = ObjectDelta.length(ofDeltaPrefix: [UInt8](value.prefix(16))) else {
                                 throw ArborError(.corruptObject, "\(configuration.path): object \(hash) is a damaged delta (its length does not parse)", backend: engineName, operation: "get")
                             }
