@@ -97,10 +97,12 @@ extension LMDBBackend {
     }
 
     private func openDeltaIndex(_ operation: String) throws -> LMDBEnvironment.DeltaIndex {
-        guard let deltas = try environment.loadDeltaIndex() else {
-            throw ArborError(.corruptObject, "\(configuration.path) says it is store format version \(Self.deltaFormatVersion) but lacks its deltas database", backend: engineName, operation: operation)
+        if let deltas = try environment.loadDeltaIndex() { return deltas }
+        let version = try formatVersionRecorded()
+        guard version == String(Self.deltaFormatVersion) else {
+            throw ArborError(.unsupportedFormat, "\(configuration.path) now has store format version \(version ?? "?") (another process changed it); this Arbor reads versions \(Self.formatVersion) and \(Self.deltaFormatVersion)", backend: engineName, operation: operation)
         }
-        return deltas
+        throw ArborError(.corruptObject, "\(configuration.path) says it is store format version \(Self.deltaFormatVersion) but lacks its deltas database", backend: engineName, operation: operation)
     }
 
     /// Whether the store, as `txn` sees it, is at format version 1: it holds no deltas.
@@ -155,22 +157,25 @@ extension LMDBBackend {
         let removed = Set(hashes)
         // Every chain is read before any removed object's own entry goes: a dependent may read
         // through several of them.
-        var madeWhole = [[UInt8]]()
+        var settled = [[UInt8]]()
         for hash in hashes {
             for (entry, _) in try txn.entries(deltas.dbi, withPrefix: Self.key(hash)) {
                 let dependentKey = Array(entry[Hash.byteCount...])
                 guard let dependent = Hash(bytes: dependentKey), !removed.contains(dependent) else { continue }
-                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas, operation: "delete")
                 do {
-                    guard let whole = try reader.bytes(dependent) else { continue }
-                    try txn.put(environment.objects, dependentKey, whole, overwrite: true)
-                    madeWhole.append(entry)
+                    // An entry whose object is gone names nothing: it goes too.
+                    if let whole = try reader.bytes(dependent) {
+                        try txn.put(environment.objects, dependentKey, whole, overwrite: true)
+                    }
+                    settled.append(entry)
                 } catch let error as ArborError where error.code == .corruptObject {
-                    // Damaged already: left as it is.
+                    // Damaged already: left as it is. (A chain longer than any the format can
+                    // record is damage too: see DeltaReader.maximumSteps.)
                 }
             }
         }
-        for entry in madeWhole { try txn.delete(deltas.dbi, entry) }
+        for entry in settled { try txn.delete(deltas.dbi, entry) }
         for hash in hashes {
             let key = Self.key(hash)
             guard let stored = try txn.get(environment.objects, key),
@@ -223,12 +228,32 @@ struct DeltaReader {
     let backend: LMDBBackend
     let txn: LMDBTransaction
     let deltas: LMDBEnvironment.DeltaIndex?
+    /// What errors name as the operation.
+    let operation: String
     private var known = [Hash: [UInt8]]()
+    private var knownBytes = 0
 
-    init(backend: LMDBBackend, txn: LMDBTransaction, deltas: LMDBEnvironment.DeltaIndex?) {
+    /// The most steps a chain may take before it is damage (a loop): more than any height the
+    /// format records (one byte), so a chain written under a larger bound than today's still reads.
+    static let maximumSteps = Int(UInt8.max)
+    /// The bytes of objects kept for later chains; past it, they are dropped (a batch of reads
+    /// must not hold every base it made).
+    static let knownByteLimit = 16 << 20
+
+    init(backend: LMDBBackend, txn: LMDBTransaction, deltas: LMDBEnvironment.DeltaIndex?, operation: String) {
         self.backend = backend
         self.txn = txn
         self.deltas = deltas
+        self.operation = operation
+    }
+
+    private mutating func remember(_ hash: Hash, _ bytes: [UInt8]) {
+        if knownBytes + bytes.count > Self.knownByteLimit {
+            known.removeAll(keepingCapacity: true)
+            knownBytes = 0
+        }
+        known[hash] = bytes
+        knownBytes += bytes.count
     }
 
     /// The base of the object at `key`, whose stored value is `value`, if it is a delta. Throws
@@ -269,11 +294,11 @@ struct DeltaReader {
         }
         guard let stored else { return nil }
         guard let base = stored.base else {
-            known[hash] = stored.value
+            remember(hash, stored.value)
             return stored.value
         }
         let bytes = try made(hash, stored: stored.value, base: base, steps: steps)
-        known[hash] = bytes
+        remember(hash, bytes)
         return bytes
     }
 
@@ -281,15 +306,14 @@ struct DeltaReader {
     private mutating func made(_ hash: Hash?, stored: [UInt8], base: Hash, steps: Int) throws -> [UInt8] {
         let name = hash.map { "\($0)" } ?? "an object"
         let path = backend.configuration.path
-        // Twice the bound: heights are upper bounds, but a longer chain (or a loop) is damage.
-        guard steps < 2 * LMDBBackend.maximumDeltaChain else {
-            throw ArborError(.corruptObject, "\(path): object \(name) is a delta whose chain of bases runs past \(2 * LMDBBackend.maximumDeltaChain) steps", backend: backend.engineName, operation: "get")
+        guard steps < Self.maximumSteps else {
+            throw ArborError(.corruptObject, "\(path): object \(name) is a delta whose chain of bases runs past \(Self.maximumSteps) steps", backend: backend.engineName, operation: operation)
         }
         guard let baseBytes = try bytes(base, steps: steps + 1) else {
-            throw ArborError(.corruptObject, "\(path): object \(name) is a delta against \(base), which the store does not hold", backend: backend.engineName, operation: "get")
+            throw ArborError(.corruptObject, "\(path): object \(name) is a delta against \(base), which the store does not hold", backend: backend.engineName, operation: operation)
         }
         do { return try ObjectDelta.apply(Array(stored.dropLast(Hash.byteCount)), to: baseBytes) } catch let error as ArborError {
-            throw ArborError(.corruptObject, "\(path): object \(name) is a damaged delta: \(error.message)", backend: backend.engineName, operation: "get", underlying: error)
+            throw ArborError(.corruptObject, "\(path): object \(name) is a damaged delta: \(error.message)", backend: backend.engineName, operation: operation, underlying: error)
         }
     }
 }

@@ -224,11 +224,18 @@ public final class LMDBBackend: Backend, InPlaceReading {
             }
         }
         // A backend that throws here gives its share of the environment back as it goes.
-        if configuration.restatesReplacedNodes && !backend.isReadOnly {
+        if try backend.environment.loadDeltaIndex() != nil {
+            // Version 2 already: nothing to write.
+        } else if configuration.restatesReplacedNodes && !backend.isReadOnly {
             _ = try backend.environment.createDeltaIndex { txn in
+                // Read again in the upgrading transaction: another process may have changed it.
+                let version = try txn.get(backend.environment.meta, Array("version".utf8)).map { String(decoding: $0, as: UTF8.self) }
+                guard version == String(formatVersion) || version == String(deltaFormatVersion) else {
+                    throw ArborError(.unsupportedFormat, "\(path) has store format version \(version ?? "?"); this Arbor reads versions \(formatVersion) and \(deltaFormatVersion)", backend: "lmdb", operation: "open")
+                }
                 try txn.put(backend.environment.meta, Array("version".utf8), Array(String(deltaFormatVersion).utf8), overwrite: true)
             }
-        } else if try backend.environment.loadDeltaIndex() == nil, try backend.formatVersionRecorded() == String(deltaFormatVersion) {
+        } else if try backend.formatVersionRecorded() == String(deltaFormatVersion) {
             throw ArborError(.corruptObject, "\(path) says it is store format version \(deltaFormatVersion) but lacks its deltas database; it was left untouched", backend: "lmdb", operation: "open")
         }
         return backend
@@ -290,7 +297,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         try checkOpen("get")
         return try readKnowingDeltas("get") { deltas in
             try environment.read("get") { txn in
-                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas, operation: "get")
                 var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
                 for hash in hashes where result[hash] == nil {
                     if let bytes = try reader.bytes(hash) { result[hash] = bytes }
@@ -309,7 +316,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         try checkOpen("get")
         return try readKnowingDeltas("get") { deltas in
             try environment.read("get") { txn in
-                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas, operation: "get")
                 return try Ancestry.collect(hashes, limit: limit) { hash in try reader.bytes(hash) }
             }
         }
@@ -324,7 +331,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         let objects = environment.objects
         return try readKnowingDeltas("get") { deltas in
             try environment.read("get") { txn in
-                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                var reader = DeltaReader(backend: self, txn: txn, deltas: deltas, operation: "get")
                 return try hash.withUnsafeBytes { keyBuffer in
                     try txn.withValue(objects, keyBuffer) { value in
                         // A delta is made whole before `body` runs, so a retry never runs it twice.
@@ -361,7 +368,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         let objects = environment.objects
         return try readKnowingDeltas("get") { deltas in
             try environment.read("get") { txn in
-                let reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
+                let reader = DeltaReader(backend: self, txn: txn, deltas: deltas, operation: "get")
                 var result = [Hash: Int](minimumCapacity: hashes.count)
                 for hash in hashes where result[hash] == nil {
                     let size = try hash.withUnsafeBytes { keyBuffer in
@@ -427,9 +434,11 @@ public final class LMDBBackend: Backend, InPlaceReading {
             // Deltas are made whole in the batch's own snapshot, and count by the bytes they make.
             let entries = try readKnowingDeltas("enumerate") { deltas in
                 try environment.read("enumerate") { [after] txn in
-                    var reader = DeltaReader(backend: self, txn: txn, deltas: deltas)
-                    return try txn.scan(objects, after: after, limit: limit, values: values, byteLimit: enumerationBatchBytes) { key, value in
-                        try reader.withWholeValue([UInt8](key), stored: value) { [UInt8]($0) }
+                    try txn.scan(objects, after: after, limit: limit, values: values, byteLimit: enumerationBatchBytes) { key, value in
+                        // A reader per entry: the bases it makes are rarely another entry's, and
+                        // kept for the batch they would outweigh its bound many times over.
+                        var reader = DeltaReader(backend: self, txn: txn, deltas: deltas, operation: "enumerate")
+                        return try reader.withWholeValue([UInt8](key), stored: value) { [UInt8]($0) }
                     }
                 }
             }

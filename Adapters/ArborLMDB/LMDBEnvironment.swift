@@ -108,7 +108,11 @@ final class ReadWriteLock: @unchecked Sendable {
 /// - Writers of this process take turns through `writer` (LMDB's own lock file makes writers of
 ///   other processes wait too); a writer that must grow the map holds `writer`, so growth and
 ///   the retry happen without a second writer in between.
-/// - The database handles (`MDB_dbi`) are opened once, before the object is shared, and never change.
+/// - The `meta`, `objects` and `refs` handles (`MDB_dbi`) are opened once, before the object is
+///   shared, and never change. The `deltas` handle may be opened later (a store another process
+///   upgraded): it sits behind a mutex, every `mdb_dbi_open` after sharing holds
+///   `databaseOpening` (LMDB lets one transaction of a process at a time open databases), and a
+///   transaction uses the handle only if it read it before it began.
 final class LMDBEnvironment: @unchecked Sendable {
     let path: String
     private var env: OpaquePointer?

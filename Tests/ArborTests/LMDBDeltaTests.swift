@@ -129,8 +129,8 @@ import Testing
         }
     }
 
-    /// A restatement that does not make the stored bytes, of an object already a delta, against
-    /// a delta, or past the chain bound, is refused: the object stays whole.
+    /// A restatement that does not make the stored bytes, or past the chain bound, is refused:
+    /// the object stays whole.
     @Test func restatementsThatCouldLoseBytesAreRefused() async throws {
         try await withPath { path in
             let backend = try LMDBBackend.create(.init(path: path, restatesReplacedNodes: true))
@@ -157,6 +157,39 @@ import Testing
             #expect(try await backend.objectSizes([Hash.of(versions[1])]) == [Hash.of(versions[1]): 2_001])
             let read = try await backend.get(versions.map { Hash.of($0) })
             #expect(read.count == versions.count && versions.allSatisfy { read[Hash.of($0)] == $0 })
+            try await backend.close()
+        }
+    }
+
+    /// In one batch: a restatement against an object the batch already made a delta, and a
+    /// second restatement of an object the batch already made a delta, are refused; the first
+    /// of each stands, and everything reads whole.
+    @Test func aBatchTakesNoDeltaAsABase() async throws {
+        try await withPath { path in
+            let backend = try LMDBBackend.create(.init(path: path, restatesReplacedNodes: true))
+            let b = (0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            let x = Array(b[0..<2_500]) + [1]
+            let a = Array(x[0..<2_000]) + [2]
+            let c = Array(x[0..<2_200]) + [3]
+            try await backend.put([b, x, a, c].map { (Hash.of($0), $0) })
+            try await backend.restate([
+                // a against x, while x is whole: kept.
+                Restatement(hash: Hash.of(a), base: Hash.of(x), delta: Self.delta(copying: 2_000, then: [2])),
+                // x against b: kept; x is a delta from here on.
+                Restatement(hash: Hash.of(x), base: Hash.of(b), delta: Self.delta(copying: 2_500, then: [1])),
+                // c against x, now a delta: refused.
+                Restatement(hash: Hash.of(c), base: Hash.of(x), delta: Self.delta(copying: 2_200, then: [3])),
+                // a again, against b: refused, a is a delta already.
+                Restatement(hash: Hash.of(a), base: Hash.of(b), delta: Self.delta(copying: 2_000, then: [2])),
+            ])
+            #expect(try backend.deltaCount() == 2)
+            let whole = try await backend.get([b, x, a, c].map { Hash.of($0) })
+            #expect(whole == Dictionary(uniqueKeysWithValues: [b, x, a, c].map { (Hash.of($0), $0) }))
+            // c stayed whole: removing x, then b, leaves it and a readable.
+            try await backend.delete([Hash.of(x)])
+            try await backend.delete([Hash.of(b)])
+            #expect(try await backend.get([Hash.of(a), Hash.of(c)]) == [Hash.of(a): a, Hash.of(c): c])
+            #expect(try backend.deltaCount() == 0)
             try await backend.close()
         }
     }
