@@ -59,7 +59,7 @@ let package = Package(
             dependencies: ["ArborConformance", "Arbor", "ArborJSON", "ArborSQLite", "ArborLMDB", "ArborPostgres"],
             path: "Tests/ArborConformanceTests"),
         .testTarget(
-            name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON", "ArborLMDB", "ArborPostgres", "ArborConformance"],
+            name: "ArborCLITests", dependencies: ["ArborCLI", "Arbor", "ArborJSON", "ArborLMDB", "ArborPostgres", "ArborSQLite", "ArborConformance"],
             path: "Tests/ArborCLITests"),
     ],
     swiftLanguageModes: [.v6]

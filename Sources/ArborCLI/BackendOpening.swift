@@ -10,7 +10,23 @@ import ArborSQLite
 /// Opening a store that does not exist throws ``ArborError/Code/notFound``; creating one where a
 /// store exists throws ``ArborError/Code/alreadyExists`` and leaves it untouched. A `memory:`
 /// store is always new and empty.
-public func openBackend(_ location: StoreLocation, create: Bool) throws -> any Backend {
+///
+/// With `restatesReplacedNodes`, a SQLite or LMDB store keeps the index nodes its commits
+/// replace as deltas (and takes the format that holds them); other engines throw
+/// ``ArborError/Code/invalidInput``.
+public func openBackend(_ location: StoreLocation, create: Bool, restatesReplacedNodes: Bool = false) throws -> any Backend {
+    if restatesReplacedNodes {
+        switch location {
+        case .sqlite(let path):
+            let configuration = SQLiteBackend.Configuration(path: path, restatesReplacedNodes: true)
+            return create ? try SQLiteBackend.create(configuration) : try SQLiteBackend.open(configuration)
+        case .lmdb(let path):
+            let configuration = LMDBBackend.Configuration(path: path, restatesReplacedNodes: true)
+            return create ? try LMDBBackend.create(configuration) : try LMDBBackend.open(configuration)
+        case .memory, .json, .postgres:
+            throw ArborError(.invalidInput, "--deltas needs a sqlite: or lmdb: store; \(location.scheme): stores keep every node whole")
+        }
+    }
     switch location {
     case .memory:
         return MemoryBackend()
@@ -34,9 +50,9 @@ public func openBackend(_ location: StoreLocation, create: Bool) throws -> any B
 /// own queue, not on the calling thread, which belongs to Swift's cooperative pool (an
 /// unreachable server holds the connect for its whole timeout, per address). The file-based
 /// engines open in microseconds and open in place.
-public func openBackend(_ location: StoreLocation, create: Bool) async throws -> any Backend {
-    guard case .postgres(let connection) = location else {
-        let open: () throws -> any Backend = { try openBackend(location, create: create) }
+public func openBackend(_ location: StoreLocation, create: Bool, restatesReplacedNodes: Bool = false) async throws -> any Backend {
+    guard case .postgres(let connection) = location, !restatesReplacedNodes else {
+        let open: () throws -> any Backend = { try openBackend(location, create: create, restatesReplacedNodes: restatesReplacedNodes) }
         return try open()
     }
     let configuration = PostgresBackend.Configuration(url: connection.url)

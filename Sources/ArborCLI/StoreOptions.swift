@@ -10,6 +10,11 @@ public struct StoreOptions: ParsableArguments, Sendable {
         valueName: "url"))
     public var url: String
 
+    /// Commits keep the index nodes they replace as deltas (SQLite and LMDB).
+    @Flag(help: ArgumentHelp(
+        "Keep the index nodes commits replace as deltas (sqlite: and lmdb: only): a history of random-id commits takes several times less disk, commits and reads of old versions take longer, and the store takes a format earlier Arbor cannot open."))
+    public var deltas = false
+
     public init() {}
 
     /// The parsed location.
@@ -25,7 +30,7 @@ public struct StoreOptions: ParsableArguments, Sendable {
         _ body: (Store) async throws -> Value
     ) async throws -> Value {
         do {
-            let store = Store(backend: try await openBackend(try location(), create: create), configuration: configuration)
+            let store = Store(backend: try await openBackend(try location(), create: create, restatesReplacedNodes: deltas), configuration: configuration)
             let value: Value
             do {
                 value = try await body(store)
