@@ -105,6 +105,15 @@ extension LMDBBackend {
         throw ArborError(.corruptObject, "\(configuration.path) says it is store format version \(Self.deltaFormatVersion) but lacks its deltas database", backend: engineName, operation: operation)
     }
 
+    /// Throws ``ArborError/Code/unsupportedFormat`` unless the store, as `txn` sees it, is at a
+    /// format version this Arbor reads (1, or 2 with deltas).
+    static func checkReadableVersion(_ txn: LMDBTransaction, _ meta: MDB_dbi, path: String) throws {
+        let version = try txn.get(meta, Array("version".utf8)).map { String(decoding: $0, as: UTF8.self) }
+        guard version == String(formatVersion) || version == String(deltaFormatVersion) else {
+            throw ArborError(.unsupportedFormat, "\(path) has store format version \(version ?? "?"); this Arbor reads versions \(formatVersion) and \(deltaFormatVersion)", backend: "lmdb", operation: "open")
+        }
+    }
+
     /// Whether the store, as `txn` sees it, is at format version 1: it holds no deltas.
     func isVersionOne(_ txn: LMDBTransaction) throws -> Bool {
         try txn.get(environment.meta, Array("version".utf8)) == Array(String(Self.formatVersion).utf8)
@@ -128,23 +137,14 @@ extension LMDBBackend {
 
     /// ``restate(_:)`` inside the caller's write transaction.
     private func restate(_ restatements: [Restatement], _ txn: LMDBTransaction, _ deltas: LMDBEnvironment.DeltaIndex) throws {
-        var bases = [Hash: [UInt8]?]()
-        for restatement in restatements where restatement.hash != restatement.base && restatement.delta.first == ObjectDelta.marker {
+        try Restatement.forEachKeepable(
+            restatements, maximumChain: Self.maximumDeltaChain,
+            wholeBytes: { try wholeBytes(Self.key($0), txn, deltas) }, height: { try height(Self.key($0), txn, deltas) }
+        ) { restatement, height in
             let key = Self.key(restatement.hash)
-            guard let old = try wholeBytes(key, txn, deltas) else { continue }
-            let baseBytes: [UInt8]?
-            if let known = bases[restatement.base] { baseBytes = known } else {
-                baseBytes = try wholeBytes(Self.key(restatement.base), txn, deltas)
-                bases[restatement.base] = baseBytes
-            }
-            guard let baseBytes, (try? ObjectDelta.apply(restatement.delta, to: baseBytes)) == old else { continue }
-            let height = try self.height(key, txn, deltas)
-            guard height < Self.maximumDeltaChain else { continue }
             let baseKey = Self.key(restatement.base)
             try txn.put(environment.objects, key, restatement.delta + baseKey, overwrite: true)
             try txn.put(deltas.dbi, baseKey + key, [UInt8(height + 1)], overwrite: true)
-            // No longer whole: a later restatement in this batch must not take it as a base.
-            bases[restatement.hash] = .some(nil)
         }
     }
 

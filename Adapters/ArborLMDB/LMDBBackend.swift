@@ -209,10 +209,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
                     guard format == formatName else {
                         throw ArborError(.unsupportedFormat, "\(path) is an LMDB environment, but not an Arbor store (its format is \(String(reflecting: format ?? "missing")))", backend: "lmdb", operation: "open")
                     }
-                    let version = try txn.get(meta, Array("version".utf8)).map { String(decoding: $0, as: UTF8.self) }
-                    guard version == String(formatVersion) || version == String(deltaFormatVersion) else {
-                        throw ArborError(.unsupportedFormat, "\(path) has store format version \(version ?? "?"); this Arbor reads versions \(formatVersion) and \(deltaFormatVersion)", backend: "lmdb", operation: "open")
-                    }
+                    try checkReadableVersion(txn, meta, path: path)
                 }
                 environments[folder] = (environment, 1)
                 return LMDBBackend(configuration: configuration, environment: environment, folder: folder)
@@ -229,10 +226,7 @@ public final class LMDBBackend: Backend, InPlaceReading {
         } else if configuration.restatesReplacedNodes && !backend.isReadOnly {
             _ = try backend.environment.createDeltaIndex { txn in
                 // Read again in the upgrading transaction: another process may have changed it.
-                let version = try txn.get(backend.environment.meta, Array("version".utf8)).map { String(decoding: $0, as: UTF8.self) }
-                guard version == String(formatVersion) || version == String(deltaFormatVersion) else {
-                    throw ArborError(.unsupportedFormat, "\(path) has store format version \(version ?? "?"); this Arbor reads versions \(formatVersion) and \(deltaFormatVersion)", backend: "lmdb", operation: "open")
-                }
+                try checkReadableVersion(txn, backend.environment.meta, path: path)
                 try txn.put(backend.environment.meta, Array("version".utf8), Array(String(deltaFormatVersion).utf8), overwrite: true)
             }
         } else if try backend.formatVersionRecorded() == String(deltaFormatVersion) {

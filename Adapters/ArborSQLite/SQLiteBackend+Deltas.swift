@@ -81,25 +81,16 @@ extension SQLiteBackend {
     /// ``restate(_:)`` inside the caller's write transaction.
     private func restate(_ restatements: [Restatement], _ db: SQLiteConnection) throws {
         guard hasDeltaColumns else { return }
-        var bases = [Hash: [UInt8]?]()
-        for restatement in restatements where restatement.hash != restatement.base {
-            guard let old = try wholeBytes(restatement.hash, db) else { continue }
-            let baseBytes: [UInt8]?
-            if let known = bases[restatement.base] { baseBytes = known } else {
-                baseBytes = try wholeBytes(restatement.base, db)
-                bases[restatement.base] = baseBytes
-            }
-            guard let baseBytes, (try? ObjectDelta.apply(restatement.delta, to: baseBytes)) == old else { continue }
-            let height = try Self.height(of: restatement.hash, db)
-            guard height < Self.maximumDeltaChain else { continue }
+        try Restatement.forEachKeepable(
+            restatements, maximumChain: Self.maximumDeltaChain,
+            wholeBytes: { try wholeBytes($0, db) }, height: { try Self.height(of: $0, db) }
+        ) { restatement, height in
             try db.withStatement("INSERT OR REPLACE INTO objects (hash, bytes, base) VALUES (?1, ?2, ?3)") { statement in
                 try statement.bind(restatement.hash, at: 1)
                 try statement.bind(restatement.delta, at: 2)
                 try statement.bind(restatement.base, at: 3)
                 try statement.run()
             }
-            // No longer whole: a later restatement in this batch must not take it as a base.
-            bases[restatement.hash] = .some(nil)
             try db.withStatement("""
                 INSERT INTO delta_heights (hash, height) VALUES (?1, ?2)
                 ON CONFLICT (hash) DO UPDATE SET height = max(height, excluded.height)

@@ -152,4 +152,35 @@ public struct Restatement: Sendable, Equatable {
         self.base = base
         self.delta = delta
     }
+
+    /// Calls `keep` for each of `restatements` that a backend may keep as its delta without
+    /// losing a byte, in order, inside the backend's write transaction: the object and its base
+    /// are whole (`wholeBytes` returns the stored bytes of an object held whole, `nil`
+    /// otherwise), the delta makes exactly the object's stored bytes, and the object's height
+    /// (`height`: the most steps any delta takes to reach it) stays below `maximumChain`.
+    /// `keep` gets that height; its dependents then take one step more. An object kept earlier
+    /// in the batch is no longer whole, so no later restatement takes it as a base.
+    ///
+    /// - Complexity: O(*k*) calls of `wholeBytes` and `height` for *k* restatements.
+    public static func forEachKeepable(
+        _ restatements: [Restatement], maximumChain: Int,
+        wholeBytes: (Hash) throws -> [UInt8]?, height: (Hash) throws -> Int,
+        keep: (Restatement, _ height: Int) throws -> Void
+    ) throws {
+        var bases = [Hash: [UInt8]?]()
+        for restatement in restatements where restatement.hash != restatement.base && restatement.delta.first == ObjectDelta.marker {
+            guard let old = try wholeBytes(restatement.hash) else { continue }
+            let baseBytes: [UInt8]?
+            if let known = bases[restatement.base] { baseBytes = known } else {
+                baseBytes = try wholeBytes(restatement.base)
+                bases[restatement.base] = baseBytes
+            }
+            guard let baseBytes, (try? ObjectDelta.apply(restatement.delta, to: baseBytes)) == old else { continue }
+            let objectHeight = try height(restatement.hash)
+            guard objectHeight < maximumChain else { continue }
+            try keep(restatement, objectHeight)
+            // No longer whole: a later restatement in this batch must not take it as a base.
+            bases[restatement.hash] = .some(nil)
+        }
+    }
 }
