@@ -15,7 +15,7 @@ public struct ArborCommand: AsyncParsableCommand {
             InitCommand.self, PutCommand.self, GetCommand.self, ListCommand.self, DeleteCommand.self,
             LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, MergeCommand.self, ConflictsCommand.self,
             ExchangeCommand.self, SyncCommand.self, MigrateCommand.self, CloneCommand.self, VerifyCommand.self,
-            GarbageCollectCommand.self, ConformanceCommand.self, DemoCommand.self,
+            GarbageCollectCommand.self, CompactCommand.self, ConformanceCommand.self, DemoCommand.self,
         ])
 
     public init() {}

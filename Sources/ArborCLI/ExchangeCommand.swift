@@ -10,7 +10,7 @@ public struct ExchangeCommand: StorePairCommand {
             Both stores must exist; they may be on any two engines. Only what the target lacks is read and \
             written, and the target's heads change last, so an exchange that is interrupted (Ctrl-C, a dropped \
             connection, a full disk) is completed by running it again. Shows progress on a terminal. With \
-            --json: {"versions", "objects", "bytes", "rounds", "seconds", "alreadyInSync", "heads"}.
+            --json: {"versions", "objects", "bytes", "rounds", "restatements", "seconds", "alreadyInSync", "heads"} (restatements: index nodes the target, if it keeps deltas, was asked to keep so).
             """)
 
     @OptionGroup public var stores: StorePairOptions

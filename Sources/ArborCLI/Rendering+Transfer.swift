@@ -6,17 +6,19 @@ extension Rendering {
     static func line(_ report: ExchangeReport) -> String {
         let heads = "heads: " + (report.heads.isEmpty ? "none" : report.heads.map { $0.abbreviated() }.joined(separator: ", "))
         if report.alreadyInSync { return "already in sync; \(heads)" }
+        let deltas = report.restatements > 0 ? "; \(count(report.restatements, "replaced node", "replaced nodes")) offered as deltas" : ""
         return "copied \(count(report.versions, "version", "versions")), \(count(report.objects, "object", "objects")) "
-            + "(\(ProgressBar.bytes(report.bytes))) in \(seconds(report.seconds)); \(heads)"
+            + "(\(ProgressBar.bytes(report.bytes))) in \(seconds(report.seconds))\(deltas); \(heads)"
     }
 
     static func seconds(_ value: Double) -> String { String(format: "%.2f s", value) }
 
-    /// `{"versions", "objects", "bytes", "rounds", "seconds", "alreadyInSync", "heads"}`.
+    /// `{"versions", "objects", "bytes", "rounds", "restatements", "seconds", "alreadyInSync", "heads"}`.
     static func json(_ report: ExchangeReport) -> JSONValue {
         .object([
             ("versions", .number(String(report.versions))), ("objects", .number(String(report.objects))),
             ("bytes", .number(String(report.bytes))), ("rounds", .number(String(report.rounds))),
+            ("restatements", .number(String(report.restatements))),
             ("seconds", number(report.seconds)), ("alreadyInSync", .bool(report.alreadyInSync)),
             ("heads", .array(report.heads.map { .string($0.hex) })),
         ])

@@ -27,6 +27,11 @@ public struct StorePairOptions: ParsableArguments {
     @Argument(help: ArgumentHelp("The store to copy to.", valueName: "to"))
     public var to: String
 
+    /// The store that receives versions keeps the index nodes they replaced as deltas.
+    @Flag(help: ArgumentHelp(
+        "The store that receives versions (for sync, both stores) keeps the index nodes they replaced as deltas, as --deltas does for one store (sqlite: and lmdb: only)."))
+    public var deltas = false
+
     public init() {}
 
     /// How to open the second store.
@@ -38,14 +43,18 @@ public struct StorePairOptions: ParsableArguments {
     }
 
     /// Opens both stores, runs `body` on them and closes them, also when `body` throws. Errors
-    /// are rethrown with the passwords of both URLs redacted.
+    /// are rethrown with the passwords of both URLs redacted. With ``deltas``, the target keeps
+    /// deltas, and the source too when `bothReceive` (a sync).
     func withStores<Value>(
         target opening: TargetOpening = .existing,
+        bothReceive: Bool = false,
         configuration: Store.Configuration = Store.Configuration(),
         _ body: (_ from: Store, _ to: Store) async throws -> Value
     ) async throws -> Value {
         do {
-            let source = Store(backend: try await openBackend(try StoreLocation(parsing: from), create: false), configuration: configuration)
+            let source = Store(
+                backend: try await openBackend(try StoreLocation(parsing: from), create: false, restatesReplacedNodes: deltas && bothReceive),
+                configuration: configuration)
             let target: Store
             do {
                 target = Store(backend: try await openTarget(opening), configuration: configuration)
@@ -77,12 +86,12 @@ public struct StorePairOptions: ParsableArguments {
         let location = try StoreLocation(parsing: to)
         switch opening {
         case .existing:
-            return try await openBackend(location, create: false)
+            return try await openBackend(location, create: false, restatesReplacedNodes: deltas)
         case .createIfMissing:
             do {
-                return try await openBackend(location, create: false)
+                return try await openBackend(location, create: false, restatesReplacedNodes: deltas)
             } catch let error as ArborError where error.code == .notFound {
-                return try await openBackend(location, create: true)
+                return try await openBackend(location, create: true, restatesReplacedNodes: deltas)
             }
         }
     }

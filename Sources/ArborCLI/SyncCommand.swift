@@ -25,7 +25,7 @@ public struct SyncCommand: StorePairCommand {
     public func execute(_ output: inout some TextOutputStream) async throws {
         let bar = ProgressBar(label: "sync")
         defer { bar.finish() }
-        let report = try await stores.withStores { a, b in try await a.sync(with: b, strategy: strategy, progress: bar.handler) }
+        let report = try await stores.withStores(bothReceive: true) { a, b in try await a.sync(with: b, strategy: strategy, progress: bar.handler) }
         bar.finish()
         if format.json {
             print(Rendering.json(report).serialized(pretty: true), to: &output)

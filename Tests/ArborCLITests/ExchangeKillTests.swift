@@ -1,6 +1,8 @@
 import Arbor
 import ArborCLI
+@testable import ArborLMDB
 import ArborPostgres
+@testable import ArborSQLite
 import Foundation
 import Testing
 
@@ -35,12 +37,37 @@ import Testing
         }
     }
 
-    static func open(_ url: String, create: Bool = false) throws -> Store {
-        Store(backend: try openBackend(try StoreLocation(parsing: url), create: create))
+    static func open(_ url: String, create: Bool = false, deltas: Bool = false) throws -> Store {
+        Store(backend: try openBackend(try StoreLocation(parsing: url), create: create, restatesReplacedNodes: deltas))
+    }
+
+    /// Nodes the store at `url` keeps as deltas.
+    static func deltaCount(_ url: String) async throws -> Int {
+        let backend = try await openBackend(try StoreLocation(parsing: url), create: false)
+        let count: Int
+        switch backend {
+        case let lmdb as LMDBBackend: count = try lmdb.deltaCount()
+        case let sqlite as SQLiteBackend: count = try sqlite.deltaCount()
+        default: count = 0
+        }
+        try await backend.close()
+        return count
     }
 
     @Test(.timeLimit(.minutes(10)), arguments: Engine.enabled, Engine.enabled)
     func killedExchangeCompletesWhenRunAgain(from: Engine, to: Engine) async throws {
+        try await Self.killExchanges(from: from, to: to, deltas: false)
+    }
+
+    /// Into a store that keeps deltas (`--deltas`), which restates every few versions as their
+    /// trees land: a rerun also restates what a killed run had not, and the target ends with
+    /// the deltas an exchange that was never killed keeps.
+    @Test(.timeLimit(.minutes(10)), arguments: [(Engine.json, Engine.sqlite), (.sqlite, .lmdb)])
+    func killedExchangeIntoADeltaStoreCompletesWhenRunAgain(from: Engine, to: Engine) async throws {
+        try await Self.killExchanges(from: from, to: to, deltas: true)
+    }
+
+    static func killExchanges(from: Engine, to: Engine, deltas: Bool) async throws {
         let (sourceURL, dropSource) = try Self.makeStore(from)
         defer { dropSource() }
         let source = try Self.open(sourceURL, create: true)
@@ -58,7 +85,7 @@ import Testing
         // Batches of one object: a kill can land between any two writes, and the copy lasts long
         // enough against the child's start-up that most kills land in it (with batches of 4 and
         // the faster transfer, 17 of 20 kills per pair came after the end in a full CI run).
-        let arguments = ["exchange", "--batch-size", "1", sourceURL]
+        let arguments = ["exchange", "--batch-size", "1"] + (deltas ? ["--deltas"] : []) + [sourceURL]
         // How long a whole exchange takes, so that kills are spread over all of it.
         let (calibrationURL, dropCalibration) = try Self.makeStore(to)
         defer { dropCalibration() }
@@ -69,6 +96,8 @@ import Testing
         let calibration = try Self.open(calibrationURL)
         let objectsCopied = Array(try await calibration.backend.allHashes())
         try await calibration.close()
+        let calibrationDeltas = try await Self.deltaCount(calibrationURL)
+        if deltas { #expect(calibrationDeltas > 0, "the exchange kept what it brought as deltas") }
 
         var outcomes = (beforeAnyWrite: 0, midway: 0, finished: 0)
         // Kills are aimed at the copy itself (the machine runs other tests too, so the calibration
@@ -115,9 +144,9 @@ import Testing
             child.waitUntilExit()
 
             // The target opens, and its heads are either untouched or complete.
-            let target = try Self.open(targetURL)
-            let objects = try await target.backend.allHashes().count
-            switch try await target.backend.ref(RefName.heads) {
+            let killed = try Self.open(targetURL)
+            let objects = try await killed.backend.allHashes().count
+            switch try await killed.backend.ref(RefName.heads) {
             case nil:
                 if objects == 0 {
                     outcomes.beforeAnyWrite += 1
@@ -133,7 +162,12 @@ import Testing
             if finishedFirst, round.isMultiple(of: 2) { upper = min(upper, delay) }
             // The machine's pace changes with what else runs: reopen the window a little.
             (lower, upper) = (lower * 0.9, min(longest, upper * 1.1))
-            let report = try await source.exchange(to: target)
+            try await killed.close()
+            let rerun = try Self.open(targetURL, deltas: deltas)
+            let report = try await source.exchange(to: rerun)
+            try await rerun.close()
+            let target = try Self.open(targetURL)
+            #expect(try await Self.deltaCount(targetURL) == calibrationDeltas, "round \(round): the deltas an exchange never killed keeps")
             #expect(try await target.backend.ref(RefName.heads) == sourceHeads, "round \(round)")
             #expect(try await target.log().map(\.id) == sourceLog, "round \(round)")
             #expect(try await target.records(ofType: "Item").count == 1_200, "round \(round)")
@@ -149,6 +183,6 @@ import Testing
         if to != .postgres {
             #expect(outcomes.midway >= 1, "no kill of \(round) landed during the copy")
         }
-        print("exchange \(from) -> \(to) (\(String(format: "%.2f", longest)) s): \(round) kills: \(outcomes.beforeAnyWrite) before any write, \(outcomes.midway) midway, \(outcomes.finished) after the refs; all completed on rerun")
+        print("exchange \(from) -> \(to)\(deltas ? " keeping deltas" : "") (\(String(format: "%.2f", longest)) s): \(round) kills: \(outcomes.beforeAnyWrite) before any write, \(outcomes.midway) midway, \(outcomes.finished) after the refs; all completed on rerun")
     }
 }

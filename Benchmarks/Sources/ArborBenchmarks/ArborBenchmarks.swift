@@ -144,11 +144,15 @@ struct ArborBenchmarks {
                     // `import --records N --batch B [--adapters ...] [--ids ordered]`: one commit of all with B = N.
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await ImportBenchmark(records: records, batch: batch, engines: engines, orderedIDs: orderedIDs).run()
+                case "compaction":
+                    // `compaction --records N [--adapters sqlite,lmdb]`: a whole history kept as deltas after the fact.
+                    let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
+                    try await CompactionBenchmark(records: records, engines: engines).run()
                 case "engines":
                     let engines = adapters == ["memory", "json"] ? ["sqlite", "lmdb"] : adapters
                     try await EngineBenchmark(records: records, reads: reads, orderedIDs: orderedIDs).run(engines: engines)
                 default:
-                    print("unknown benchmark \(suite); available: commit, phases, engines, import, reads, merge, sync, history, heads, postgres, transfer, integrity")
+                    print("unknown benchmark \(suite); available: commit, phases, engines, compaction, import, reads, merge, sync, history, heads, postgres, transfer, integrity")
                     exit(2)
                 }
             }

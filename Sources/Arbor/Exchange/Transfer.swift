@@ -17,6 +17,8 @@ final class Transfer {
 
     /// Requests that asked the target what it holds.
     private(set) var rounds = 0
+    /// Index nodes the target was asked to keep as deltas (``restateReplacedNodes(of:)``).
+    var restatements = 0
     var versionsDone = 0
     var versionsTotal = 0
     /// Records of the index walks in progress, and how many of them are copied or found present:
@@ -179,7 +181,11 @@ final class Transfer {
         // The roots of versions known to be in the target; bounded, since it is only a shortcut.
         var roots = [Hash: Hash]()
         var copied = Set<Hash>()
-        for chunk in ids.chunks(of: 256) {
+        // A target that keeps deltas restates every few versions once their trees landed, so
+        // that the space the replaced nodes free is used again by the next ones (a file does
+        // not shrink, and would otherwise grow to the whole history's size first).
+        let restating = target.acceptsRestatements
+        for chunk in ids.chunks(of: restating ? 4 : 256) {
             // A chunk of versions at a time, with one request for each kind of object every
             // version needs first (its commit, its base's commit, its root and the base's root):
             // a long history of small versions costs a few requests per chunk, not per version.
@@ -225,6 +231,11 @@ final class Transfer {
                 versions.map { ($0.id, $0.links.root ?? Store.emptyRoot.hash, $0.records) },
                 counted: Dictionary(walks.map { ($0.group[0].hash, $0.group[0].links.recordCount) }) { first, _ in first })
             try await copyWalks(walks)
+            if restating {
+                try await writer.finish()
+                try await restateReplacedNodes(of: versions.map(\.links), roots: &roots)
+            }
+            // After its restatements: a version the target holds is one a rerun skips.
             for version in versions {
                 try await writer.add(version.id, version.bytes)
                 copied.insert(version.id)

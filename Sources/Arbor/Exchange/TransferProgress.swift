@@ -71,4 +71,8 @@ public struct ExchangeReport: Sendable, Hashable {
     /// each on the transactional engines). Writes overlap the reading of the next objects, so
     /// this is the target engine's share, not a part to subtract.
     public var writeSeconds: Double = 0
+    /// Index nodes the target was asked to keep as deltas against the nodes that replaced
+    /// them, in the versions it received: none unless it keeps deltas
+    /// (``Backend/acceptsRestatements``).
+    public var restatements: Int = 0
 }

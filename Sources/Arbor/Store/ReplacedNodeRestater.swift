@@ -1,0 +1,48 @@
+/// Works out after the fact the restatements a commit makes as it goes: the index nodes of a
+/// parent's tree that a version's tree replaced, each as a delta against the new node that holds
+/// most of its keys, handed to a backend that keeps deltas (``Backend/acceptsRestatements``).
+///
+/// A compaction runs it over a store's whole history (``Store/compactHistory(progress:)``), an
+/// exchange or a migration over the versions it brought: a store that keeps deltas keeps them
+/// however its versions arrived.
+struct ReplacedNodeRestater {
+    let backend: any Backend
+    /// The most differences replayed at once; a larger change goes in slices of this many
+    /// records, in key order, so that memory holds one slice's nodes whatever the change.
+    var sliceSize = ReplacedNodeRestater.defaultSliceSize
+
+    /// ``sliceSize`` by default: 10,000 records, whose replay holds at most about 70 MB of nodes.
+    static let defaultSliceSize = 10_000
+
+    /// Restates the nodes of the tree at `parentRoot` that the tree at `root` replaced, against
+    /// the nodes of `root`'s tree that hold their keys, and returns how many restatements went to
+    /// the backend (it keeps those that lose no byte and stay within its chain bound). Both
+    /// trees must be in the store (a node either one lacks throws
+    /// ``ArborError/Code/missingObject``).
+    ///
+    /// The differences, applied to the parent's tree, make the version's tree again (a tree's
+    /// shape depends only on its records), and the editor notes each node it replaced with the
+    /// new nodes that hold its keys, as a commit's does. Only new nodes the store holds become
+    /// bases: those a slice makes that the version's tree lacks (nodes above the slice, or at
+    /// its edges, which later slices change again) leave the nodes they replaced whole, as does
+    /// a tree another chunking made. The backend checks each delta against the bytes it holds
+    /// before it drops any: a replay can cost space, never data.
+    ///
+    /// - Complexity: O(*k* log *n*) node reads, twice, for *k* records that differ in trees of
+    ///   *n*; an existence check and a restating write per slice; memory for one slice.
+    func restate(replacedIn parentRoot: Hash, by root: Hash) async throws -> Int {
+        guard backend.acceptsRestatements, parentRoot != root else { return 0 }
+        // No cache: each node is read once for this pair, and a history is far larger than memory.
+        let cache = NodeCache(capacity: 0)
+        var count = 0
+        try await ProllyTree.diff(parentRoot, root, source: NodeSource(backend: backend, cache: cache), batchSize: sliceSize, remember: false) { slice in
+            let editing = NodeSource(backend: backend, cache: cache)
+            let rebuilt = try await ProllyTree.apply(slice.map { IndexEdit(key: $0.key, payload: $0.new) }, to: parentRoot, source: editing)
+            let stored = try await backend.contains(editing.newObjects(reachableFrom: rebuilt).map(\.hash))
+            let restatements = editing.restatements(written: stored)
+            if !restatements.isEmpty { try await backend.restate(restatements) }
+            count += restatements.count
+        }
+        return count
+    }
+}

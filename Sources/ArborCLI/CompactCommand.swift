@@ -1,0 +1,43 @@
+import Arbor
+import ArgumentParser
+
+/// `arbor compact URL [--json]`: keeps the nodes the history replaced as deltas.
+public struct CompactCommand: StoreCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "compact",
+        abstract: "Keep the index nodes each version replaced as deltas (sqlite: and lmdb: stores).",
+        discussion: """
+            Does for the whole history what commits on a store opened with --deltas do as they go: each index \
+            node a version replaced is kept as a delta against the node that replaced it, where that loses no \
+            byte. Every version reads as before. Opens the store as --deltas does (a store of the earlier \
+            format takes the format that holds deltas, which earlier Arbor cannot open). Running it again \
+            restates nothing more; an interrupted one is finished by running it again. SQLite and LMDB re-use \
+            the space freed for later writes rather than shrinking their files. With --json: {"versions", \
+            "restatements", "seconds"}.
+            """)
+
+    @OptionGroup public var store: StoreOptions
+    @OptionGroup public var format: OutputOptions
+
+    public init() {}
+
+    public func run() async throws { try await executeOnStandardOutput() }
+
+    public func execute(_ output: inout some TextOutputStream) async throws {
+        let bar = ProgressBar(label: "compact")
+        defer { bar.finish() }
+        var options = store
+        options.deltas = true
+        let report = try await options.withStore { store in try await store.compactHistory(progress: bar.handler) }
+        bar.finish()
+        if format.json {
+            print(JSONValue.object([
+                ("versions", .number(String(report.versions))), ("restatements", .number(String(report.restatements))),
+                ("seconds", Rendering.number(report.seconds)),
+            ]).serialized(pretty: true), to: &output)
+        } else {
+            print("compacted \(Rendering.count(report.versions, "version", "versions")): "
+                + "\(Rendering.count(report.restatements, "node", "nodes")) offered as deltas; \(Rendering.seconds(report.seconds))", to: &output)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import Arbor
+@testable import ArborCLI
+@testable import ArborLMDB
+@testable import ArborSQLite
+import Foundation
+import Testing
+
+/// `arbor compact`, and `--deltas` on the commands that move versions between stores.
+@Suite struct CompactCommandTests {
+    func withFolder(_ body: (String) async throws -> Void) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-compact-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await body(folder.path)
+    }
+
+    /// Nodes the store at `url` keeps as deltas.
+    func deltaCount(_ url: String) async throws -> Int {
+        let backend = try await openBackend(try StoreLocation(parsing: url), create: false)
+        defer { Task { try? await backend.close() } }
+        switch backend {
+        case let lmdb as LMDBBackend: return try lmdb.deltaCount()
+        case let sqlite as SQLiteBackend: return try sqlite.deltaCount()
+        default: return 0
+        }
+    }
+
+    @Test func parsing() throws {
+        let compact = try #require(try ArborCommand.parseAsRoot(["compact", "sqlite:/a", "--json"]) as? CompactCommand)
+        #expect(compact.store.url == "sqlite:/a" && compact.format.json)
+        let exchange = try #require(try ArborCommand.parseAsRoot(["exchange", "json:/a", "lmdb:/b", "--deltas"]) as? ExchangeCommand)
+        #expect(exchange.stores.deltas)
+        #expect(try (ArborCommand.parseAsRoot(["exchange", "json:/a", "lmdb:/b"]) as? ExchangeCommand)?.stores.deltas == false)
+        #expect(try (ArborCommand.parseAsRoot(["sync", "sqlite:/a", "lmdb:/b", "--deltas"]) as? SyncCommand)?.stores.deltas == true)
+        #expect(try (ArborCommand.parseAsRoot(["migrate", "json:/a", "lmdb:/b", "--deltas"]) as? MigrateCommand)?.stores.deltas == true)
+    }
+
+    /// A store written whole is compacted: its nodes become deltas, every version reads as
+    /// before and verifies; compacting again keeps nothing more. An exchange with --deltas keeps
+    /// what it brings as deltas; an engine that cannot is refused.
+    @Test func compactAndExchangeWithDeltas() async throws {
+        try await withFolder { folder in
+            let (whole, copy) = ("sqlite:\(folder)/a.db", "lmdb:\(folder)/b")
+            _ = try await arbor("init", whole)
+            for index in 0..<40 { _ = try await arbor("put", whole, "Task", String(format: "t%03d", index), "{\"title\": \"\(String(repeating: "x", count: 60))\"}") }
+            for index in 0..<5 { _ = try await arbor("put", whole, "Task", String(format: "t%03d", index * 7), "{\"title\": \"edited \(index)\"}") }
+            let before = try await arbor("get", whole, "Task", "t014")
+            #expect(try await deltaCount(whole) == 0)
+
+            let report = try json(try await arbor("compact", whole, "--json"))
+            #expect(report["versions"] == .number("45"))
+            let kept = try await deltaCount(whole)
+            #expect(kept > 0)
+            #expect(try await arbor("compact", whole).hasPrefix("compacted 45 versions"))
+            #expect(try await deltaCount(whole) == kept, "compacting again keeps nothing more")
+            #expect(try await arbor("get", whole, "Task", "t014") == before)
+            #expect(try await arbor("verify", whole).hasPrefix("intact"))
+
+            _ = try await arbor("init", copy, "--deltas")
+            let exchanged = try json(try await arbor("exchange", whole, copy, "--deltas", "--json"))
+            #expect(exchanged["versions"] == .number("45"))
+            #expect(try await deltaCount(copy) > 0)
+            #expect(exchanged["restatements"] != nil && exchanged["restatements"] != .number("0"))
+            #expect(try await arbor("heads", copy) == (try await arbor("heads", whole)))
+
+            await #expect { try await arbor("compact", "memory:") } throws: { ($0 as? ArborError)?.code == .invalidInput }
+            _ = try await arbor("init", "json:\(folder)/c")
+            await #expect { try await arbor("exchange", whole, "json:\(folder)/c", "--deltas") } throws: {
+                ($0 as? ArborError)?.code == .invalidInput && "\($0)".contains("--deltas")
+            }
+        }
+    }
+}
