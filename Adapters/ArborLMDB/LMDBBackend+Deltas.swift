@@ -211,6 +211,16 @@ extension LMDBBackend {
         return try environment.read("count") { txn in try txn.scan(deltas.dbi, after: nil, limit: .max, values: false).count }
     }
 
+    /// Whether the store keeps object `hash` as a delta: for tests and diagnostics.
+    func isDelta(_ hash: Hash) throws -> Bool {
+        guard let deltas = try environment.loadDeltaIndex() else { return false }
+        let key = Self.key(hash)
+        return try environment.read("get") { txn in
+            guard let stored = try txn.get(environment.objects, key) else { return false }
+            return try stored.withUnsafeBytes { try Self.deltaBase(key, stored: $0, txn, deltas) } != nil
+        }
+    }
+
     /// The format version the store records: for tests and diagnostics.
     func formatVersionRecorded() throws -> String? {
         try environment.read("meta") { txn in try txn.get(environment.meta, Array("version".utf8)).map { String(decoding: $0, as: UTF8.self) } }

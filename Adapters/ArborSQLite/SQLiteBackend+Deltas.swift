@@ -213,6 +213,12 @@ extension SQLiteBackend {
         }
     }
 
+    /// Whether the store keeps object `hash` as a delta: for tests and diagnostics.
+    func isDelta(_ hash: Hash) throws -> Bool {
+        guard hasDeltaColumns else { return false }
+        return try withReader("get") { db in try row(hash, db)?.base != nil }
+    }
+
     /// The stored bytes of `hash` if the store holds it whole.
     private func wholeBytes(_ hash: Hash, _ db: SQLiteConnection) throws -> [UInt8]? {
         guard let (base, bytes) = try row(hash, db), base == nil else { return nil }

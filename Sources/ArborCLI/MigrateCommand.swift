@@ -14,8 +14,10 @@ public struct MigrateCommand: StorePairCommand {
             Then verifies (unless --no-verify) that the heads are the same on both sides, that every object of \
             TO matches its hash and comes from FROM, and that every object one names is in TO (so every \
             head's history and index are complete), in one pass over TO. Memory stays \
-            bounded whatever the store's size. With --json: {"versions", "objects", "bytes", "seconds", \
-            "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds", "sourceChangedSinceCopy", "heads"}.
+            bounded whatever the store's size. With --deltas, TO keeps the nodes each version replaced as \
+            deltas (sqlite: and lmdb: only; it takes the format that holds them). With --json: {"versions", \
+            "objects", "bytes", "restatements", "seconds", "latestOnly", "verified", "objectsChecked", "bytesChecked", \
+            "verifySeconds", "sourceChangedSinceCopy", "heads"}.
             """)
 
     @OptionGroup public var stores: StorePairOptions

@@ -70,7 +70,7 @@ extension Rendering {
         return lines
     }
 
-    /// `{"versions", "objects", "bytes", "seconds", "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds",
+    /// `{"versions", "objects", "bytes", "restatements", "seconds", "latestOnly", "verified", "objectsChecked", "bytesChecked", "verifySeconds",
     /// "sourceChangedSinceCopy", "heads"}`.
     static func json(_ report: MigrationReport) -> JSONValue {
         guard case .object(var members) = json(report.exchange) else { return .null }

@@ -29,7 +29,7 @@ public struct StorePairOptions: ParsableArguments {
 
     /// The store that receives versions keeps the index nodes they replaced as deltas.
     @Flag(help: ArgumentHelp(
-        "The store that receives versions (for sync, both stores) keeps the index nodes they replaced as deltas, as --deltas does for one store (sqlite: and lmdb: only)."))
+        "The store that receives versions (for sync, both stores) keeps the index nodes they replaced as deltas, as --deltas does for one store: sqlite: and lmdb: only, and the store takes the format that holds deltas, which earlier Arbor cannot open."))
     public var deltas = false
 
     public init() {}

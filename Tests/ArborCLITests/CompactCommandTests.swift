@@ -1,7 +1,5 @@
 import Arbor
 @testable import ArborCLI
-@testable import ArborLMDB
-@testable import ArborSQLite
 import Foundation
 import Testing
 
@@ -12,17 +10,6 @@ import Testing
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         try await body(folder.path)
-    }
-
-    /// Nodes the store at `url` keeps as deltas.
-    func deltaCount(_ url: String) async throws -> Int {
-        let backend = try await openBackend(try StoreLocation(parsing: url), create: false)
-        defer { Task { try? await backend.close() } }
-        switch backend {
-        case let lmdb as LMDBBackend: return try lmdb.deltaCount()
-        case let sqlite as SQLiteBackend: return try sqlite.deltaCount()
-        default: return 0
-        }
     }
 
     @Test func parsing() throws {
@@ -45,21 +32,21 @@ import Testing
             for index in 0..<40 { _ = try await arbor("put", whole, "Task", String(format: "t%03d", index), "{\"title\": \"\(String(repeating: "x", count: 60))\"}") }
             for index in 0..<5 { _ = try await arbor("put", whole, "Task", String(format: "t%03d", index * 7), "{\"title\": \"edited \(index)\"}") }
             let before = try await arbor("get", whole, "Task", "t014")
-            #expect(try await deltaCount(whole) == 0)
+            #expect(try await ExchangeKillTests.deltaCount(whole) == 0)
 
             let report = try json(try await arbor("compact", whole, "--json"))
             #expect(report["versions"] == .number("45"))
-            let kept = try await deltaCount(whole)
+            let kept = try await ExchangeKillTests.deltaCount(whole)
             #expect(kept > 0)
             #expect(try await arbor("compact", whole).hasPrefix("compacted 45 versions"))
-            #expect(try await deltaCount(whole) == kept, "compacting again keeps nothing more")
+            #expect(try await ExchangeKillTests.deltaCount(whole) == kept, "compacting again keeps nothing more")
             #expect(try await arbor("get", whole, "Task", "t014") == before)
             #expect(try await arbor("verify", whole).hasPrefix("intact"))
 
             _ = try await arbor("init", copy, "--deltas")
             let exchanged = try json(try await arbor("exchange", whole, copy, "--deltas", "--json"))
             #expect(exchanged["versions"] == .number("45"))
-            #expect(try await deltaCount(copy) > 0)
+            #expect(try await ExchangeKillTests.deltaCount(copy) > 0)
             #expect(exchanged["restatements"] != nil && exchanged["restatements"] != .number("0"))
             #expect(try await arbor("heads", copy) == (try await arbor("heads", whole)))
 

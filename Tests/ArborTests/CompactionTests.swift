@@ -131,6 +131,21 @@ import Testing
             try await Self.expectSameHistory(target, reference, versions)
             try await opened.close()
 
+            // A line of commits brought by one exchange: the deltas its commits would have kept.
+            let line = Store(backend: MemoryBackend(), configuration: .init(replica: "a"))
+            let lineVersions = try await Self.writeHistory(line, seed: 9, branching: false)
+            let (lineTarget, lineCount) = try engine.open(paths[1], create: true, deltas: true)
+            try await line.exchange(to: Store(backend: lineTarget))
+            let brought = try lineCount()
+            try await lineTarget.close()
+            removeItem(paths[1])
+            let (lineCommitted, lineCommittedCount) = try engine.open(paths[1], create: true, deltas: true)
+            let again = try await Self.writeHistory(Store(backend: lineCommitted, configuration: .init(replica: "a")), seed: 9, branching: false)
+            #expect(again.map(\.root) == lineVersions.map(\.root))
+            #expect(brought == (try lineCommittedCount()), "an exchange keeps what the commits kept")
+            try await lineCommitted.close()
+            for suffix in ["", "-wal", "-shm"] { removeItem(paths[1] + suffix) }
+
             let (migrated, migratedCount) = try engine.open(paths[1], create: true, deltas: true)
             let report = try await reference.migrate(to: Store(backend: migrated))
             #expect(report.verified && report.exchange.restatements > 0)
@@ -170,6 +185,98 @@ import Testing
             }
             // 150 changes a version: in slices of 20, the nodes above the leaves stay whole.
             #expect(counts[1] < counts[0] && counts[1] * 4 > counts[0] * 3, "\(counts[1]) in slices, \(counts[0]) at once")
+        }
+    }
+
+    /// A merge that lands restates the nodes of the tree it edited, as a commit does; one
+    /// computed only for its conflicts restates nothing.
+    @Test(arguments: Engine.allCases) func aMergeRestatesWhatItReplaced(engine: Engine) async throws {
+        try await withPaths(1) { paths in
+            let (opened, deltaCount) = try engine.open(paths[0], create: true, deltas: true)
+            let store = Store(backend: opened, configuration: .init(replica: "a"))
+            let reference = Store(backend: MemoryBackend(), configuration: .init(replica: "a"))
+            var random = SeededGenerator(seed: 21)
+            let first = try DeltaHistoryCheck.changes(round: 0, using: &random)
+            let base = (try await store.commit(first), try await reference.commit(first))
+            let records = try await reference.records(ofType: "Item", at: base.1.id)
+            // Two branches that change different records: they merge without a conflict.
+            for side in 0..<2 {
+                var changes = ChangeSet()
+                for (index, record) in records.enumerated() where index % 2 == side {
+                    var edited = record
+                    edited.properties["side"] = .int(Int64(side))
+                    try changes.save(edited)
+                }
+                try await store.commit(changes, parents: [base.0.id])
+                try await reference.commit(changes, parents: [base.1.id])
+            }
+            #expect(try await store.heads().count == 2)
+            let before = try deltaCount()
+            #expect(try await store.conflicts().isEmpty)
+            #expect(try deltaCount() == before, "a merge computed for its conflicts restates nothing")
+            let merged = try #require(try await store.mergeHeads()?.version)
+            #expect(try deltaCount() > before, "the merge restated the nodes it replaced")
+            let expected = try #require(try await reference.mergeHeads()?.version)
+            #expect(merged.root == expected.root, "the same records (the commits, made at other times, differ)")
+            #expect(try await store.records(ofType: "Item", at: merged.id) == (try await reference.records(ofType: "Item", at: expected.id)))
+            #expect(try await store.verify().isIntact)
+            try await opened.close()
+        }
+    }
+
+    /// The objects `backend` keeps as deltas.
+    static func deltaHashes(_ backend: any Backend) async throws -> Set<Hash> {
+        var hashes = [Hash]()
+        try await backend.enumerateHashes(batchSize: 1_000) { hashes += $0 }
+        return try Set(hashes.filter { hash in
+            switch backend {
+            case let lmdb as LMDBBackend: try lmdb.isDelta(hash)
+            case let sqlite as SQLiteBackend: try sqlite.isDelta(hash)
+            default: false
+            }
+        })
+    }
+
+    /// A version that brings back a tree an earlier one replaced (a revert) reads its nodes
+    /// whole after a compaction and after an exchange, as after commits that restate as they go:
+    /// all three keep the very same objects as deltas.
+    @Test(arguments: Engine.allCases) func aRevertedTreeStaysWhole(engine: Engine) async throws {
+        try await withPaths(3) { paths in
+            var random = SeededGenerator(seed: 17)
+            let first = try DeltaHistoryCheck.changes(round: 0, using: &random)
+            let second = try DeltaHistoryCheck.changes(round: 1, using: &random)
+            let reference = Store(backend: MemoryBackend(), configuration: .init(replica: "a"))
+            let v0 = try await reference.commit(first)
+            let v1 = try await reference.commit(second)
+            // Back to v0's records: what v1 added goes, what it changed comes back.
+            var revert = ChangeSet()
+            let before = Dictionary(uniqueKeysWithValues: try await reference.records(ofType: "Item", at: v0.id).map { ($0.key, $0) })
+            for record in try await reference.records(ofType: "Item", at: v1.id) {
+                if let old = before[record.key] { try revert.save(old) } else { revert.delete(record.key) }
+            }
+            let v2 = try await reference.commit(revert)
+            #expect(v2.root == v0.root)
+
+            let (direct, _) = try engine.open(paths[0], create: true, deltas: true)
+            let committing = Store(backend: direct, configuration: .init(replica: "a"))
+            for changes in [first, second, revert] { try await committing.commit(changes) }
+            let committed = try await Self.deltaHashes(direct)
+            #expect(!committed.isEmpty && !committed.contains(v2.root), "commits leave the head's root whole")
+            try await direct.close()
+
+            let (whole, _) = try engine.open(paths[1], create: true, deltas: false)
+            try await reference.exchange(to: Store(backend: whole))
+            try await whole.close()
+            let (compacting, _) = try engine.open(paths[1], create: false, deltas: true)
+            _ = try await Store(backend: compacting).compactHistory()
+            #expect(try await Self.deltaHashes(compacting) == committed, "compaction keeps the objects commits keep as deltas")
+            try await compacting.close()
+
+            let (receiving, _) = try engine.open(paths[2], create: true, deltas: true)
+            try await reference.exchange(to: Store(backend: receiving))
+            #expect(try await Self.deltaHashes(receiving) == committed, "an exchange keeps the objects commits keep as deltas")
+            try await Self.expectSameHistory(Store(backend: receiving), reference, [v0, v1, v2])
+            try await receiving.close()
         }
     }
 }

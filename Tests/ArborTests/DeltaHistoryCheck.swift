@@ -4,11 +4,6 @@ import Testing
 
 /// The history check that every backend keeping replaced nodes as deltas must pass.
 enum DeltaHistoryCheck {
-    /// Twelve commits of edits, inserts and deletes with random ids from `seed`, on `backend`
-    /// (which keeps deltas) and on a memory store: more than 100 nodes become deltas
-    /// (`deltaCount`); every version holds the same records on both (the same roots), read
-    /// through a cold store on `reopen()`; verify finds nothing wrong; an exchange out copies
-    /// every version whole. Closes both backends.
     /// Round `round` of a random-id history: 150 saves of records of 20 to 120 bytes among
     /// 1,500 ids, and from the fourth round on about one delete in ten.
     static func changes(round: Int, using random: inout SeededGenerator) throws -> ChangeSet {
@@ -26,6 +21,11 @@ enum DeltaHistoryCheck {
         return changes
     }
 
+    /// Twelve commits of edits, inserts and deletes with random ids from `seed`, on `backend`
+    /// (which keeps deltas) and on a memory store: more than 100 nodes become deltas
+    /// (`deltaCount`); every version holds the same records on both (the same roots), read
+    /// through a cold store on `reopen()`; verify finds nothing wrong; an exchange out copies
+    /// every version whole. Closes both backends.
     static func run(
         _ backend: any Backend, seed: UInt64, deltaCount: () throws -> Int, reopen: () throws -> any Backend
     ) async throws {

@@ -17,7 +17,7 @@ final class Transfer {
 
     /// Requests that asked the target what it holds.
     private(set) var rounds = 0
-    /// Index nodes the target was asked to keep as deltas (``restateReplacedNodes(of:)``).
+    /// Index nodes the target was asked to keep as deltas (``restateReplacedNodes(of:roots:)``).
     var restatements = 0
     var versionsDone = 0
     var versionsTotal = 0
@@ -181,11 +181,17 @@ final class Transfer {
         // The roots of versions known to be in the target; bounded, since it is only a shortcut.
         var roots = [Hash: Hash]()
         var copied = Set<Hash>()
-        // A target that keeps deltas restates every few versions once their trees landed, so
-        // that the space the replaced nodes free is used again by the next ones (a file does
-        // not shrink, and would otherwise grow to the whole history's size first).
+        // A target that keeps deltas restates once a chunk's trees landed, so that the space
+        // the replaced nodes free is used again by the next chunks (a file does not shrink, and
+        // would otherwise grow to the whole history's size first): chunks then hold about
+        // `restatingBytes` of objects, from 4 versions up to the usual 256, by what the last one wrote.
         let restating = target.acceptsRestatements
-        for chunk in ids.chunks(of: restating ? 4 : 256) {
+        var chunkSize = restating ? 4 : 256
+        var next = 0
+        while next < ids.count {
+            let chunk = Array(ids[next..<min(next + chunkSize, ids.count)])
+            next += chunk.count
+            let bytesBefore = writer.bytesWritten
             // A chunk of versions at a time, with one request for each kind of object every
             // version needs first (its commit, its base's commit, its root and the base's root):
             // a long history of small versions costs a few requests per chunk, not per version.
@@ -234,6 +240,9 @@ final class Transfer {
             if restating {
                 try await writer.finish()
                 try await restateReplacedNodes(of: versions.map(\.links), roots: &roots)
+                let landed = writer.bytesWritten - bytesBefore
+                if landed < Self.restatingBytes / 4 { chunkSize = min(chunkSize * 2, 256) }
+                if landed > Self.restatingBytes * 2 { chunkSize = max(chunkSize / 2, 1) }
             }
             // After its restatements: a version the target holds is one a rerun skips.
             for version in versions {
@@ -246,6 +255,10 @@ final class Transfer {
             if roots.count > 10_000 { roots = roots.filter { copied.contains($0.key) && inChunk.contains($0.key) } }
         }
     }
+
+    /// About how many bytes of objects a transfer into a store that keeps deltas writes
+    /// between two restatings (``copyVersions(_:present:)``).
+    static let restatingBytes = 64 << 20
 
     // MARK: Index trees
 

@@ -139,7 +139,8 @@ extension Store {
     }
 
     /// ``merge(_:_:strategy:virtualAncestors:)`` by `rule`.
-    /// `written`, when given, collects the objects the merge writes.
+    /// `written`, when given, collects the objects the merge writes, and says that the merge is
+    /// meant to land: on a backend that keeps deltas, it restates the nodes it replaced.
     func merge(
         _ ours: Version, _ theirs: Version, rule: MergeRule, virtualAncestors: VirtualAncestors = VirtualAncestors(), written: WrittenObjects? = nil
     ) async throws -> MergeOutcome {
@@ -272,7 +273,11 @@ extension Store {
         let bytes = content.encoded()
         let id = Hash.of(bytes)
         objects.append((id, bytes))
-        try await backend.put(objects)
+        // A merge meant to land (one that collects what it wrote) restates the nodes of ours'
+        // tree it replaced, as a commit does; a virtual ancestor, or a merge computed only for
+        // its conflicts, is garbage whose nodes must not become the bases of real ones.
+        let restatements = written != nil && source.notesSuperseded ? source.restatements(written: Set(objects.map(\.hash))) : []
+        try await backend.put(objects, restating: restatements)
         written?.add(objects)
         let report = MergeReport(ancestor: base?.id, changed: state.changed, resolved: conflicts)
         return .merged(Version(id: id, content: content), report)

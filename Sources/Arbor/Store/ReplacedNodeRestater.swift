@@ -25,22 +25,28 @@ struct ReplacedNodeRestater {
     /// new nodes that hold its keys, as a commit's does. Only new nodes the store holds become
     /// bases: those a slice makes that the version's tree lacks (nodes above the slice, or at
     /// its edges, which later slices change again) leave the nodes they replaced whole, as does
-    /// a tree another chunking made. The backend checks each delta against the bytes it holds
+    /// a tree another chunking made. Those it holds are put again with the restatements, as a
+    /// commit puts its nodes: one kept as a delta (a node an earlier version had, that a later
+    /// one replaced, and this one brings back) is made whole again, so the newest version
+    /// replayed reads its nodes whole. The backend checks each delta against the bytes it holds
     /// before it drops any: a replay can cost space, never data.
     ///
     /// - Complexity: O(*k* log *n*) node reads, twice, for *k* records that differ in trees of
     ///   *n*; an existence check and a restating write per slice; memory for one slice.
     func restate(replacedIn parentRoot: Hash, by root: Hash) async throws -> Int {
-        guard backend.acceptsRestatements, parentRoot != root else { return 0 }
+        // From or to an empty tree, no node has a replacement.
+        guard backend.acceptsRestatements, parentRoot != root, parentRoot != Store.emptyRoot.hash, root != Store.emptyRoot.hash else { return 0 }
         // No cache: each node is read once for this pair, and a history is far larger than memory.
         let cache = NodeCache(capacity: 0)
         var count = 0
         try await ProllyTree.diff(parentRoot, root, source: NodeSource(backend: backend, cache: cache), batchSize: sliceSize, remember: false) { slice in
+            try Task.checkCancellation()
             let editing = NodeSource(backend: backend, cache: cache)
             let rebuilt = try await ProllyTree.apply(slice.map { IndexEdit(key: $0.key, payload: $0.new) }, to: parentRoot, source: editing)
-            let stored = try await backend.contains(editing.newObjects(reachableFrom: rebuilt).map(\.hash))
+            let made = editing.newObjects(reachableFrom: rebuilt)
+            let stored = try await backend.contains(made.map(\.hash))
             let restatements = editing.restatements(written: stored)
-            if !restatements.isEmpty { try await backend.restate(restatements) }
+            try await backend.put(made.filter { stored.contains($0.hash) }, restating: restatements)
             count += restatements.count
         }
         return count

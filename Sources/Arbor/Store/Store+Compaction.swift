@@ -12,10 +12,11 @@ public struct CompactionReport: Sendable, Hashable {
 }
 
 extension Store {
-    /// Keeps the index nodes that each version of the history replaced as deltas against their
-    /// replacements, as commits on a store that keeps deltas do as they go: for a history
+    /// Keeps the index nodes that each version of the heads' history replaced as deltas against
+    /// their replacements, as commits on a store that keeps deltas do as they go: for a history
     /// written whole (before the store kept deltas, or by another engine) or brought whole.
     /// Every version reads as before, byte for byte; only the space the history takes changes.
+    /// (Versions only other refs reach, which no Arbor API writes, are left as they are.)
     ///
     /// Oldest versions first, as commits went: each node is restated against its replacement
     /// while that is still whole, so chains grow from the newest node back. Running it again
@@ -28,7 +29,7 @@ extension Store {
     /// - Complexity: O(*k* log *n*) node reads, twice, per version that changed *k* records of
     ///   *n*, in slices of 10,000 records (memory for one slice's nodes, whatever the change; a
     ///   version that changed more keeps a few nodes whole at the slices' edges); the history's
-    ///   ids and roots in memory (about 100 bytes a version).
+    ///   ids, parents and roots in memory (about 300 bytes a version).
     public func compactHistory(progress: TransferProgressHandler? = nil) async throws -> CompactionReport {
         guard backend.acceptsRestatements else {
             throw ArborError(
