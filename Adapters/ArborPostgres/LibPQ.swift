@@ -153,7 +153,7 @@ struct ConnectionTarget: Sendable {
     let url: String
     let connectTimeout: Int
     /// Seconds a statement waits for a lock before it fails (0: without bound), where neither
-    /// the server nor the URL sets `lock_timeout`.
+    /// the server, the database, the role nor the URL sets `lock_timeout` (to 0 included).
     let lockTimeout: Int
     /// The password as written and percent-decoded, longest first.
     let secrets: [String]
@@ -387,12 +387,19 @@ final class PGConnection {
         if let result = PQexec(handle, "SET jit = off") { PQclear(result) }
         // A lock another session holds (an administrator's LOCK TABLE, a transaction left open)
         // would hold every call behind it for as long: past the lock timeout, the call fails and
-        // changes nothing. Set only where the server, its role or the URL set none (0).
-        // At most PostgreSQL's largest (2^31 - 1 ms); the value is a number, never data.
+        // changes nothing. Set only where the server, its database or role, or the URL set
+        // none: 0 is also what an explicit "no limit" reads as, so the setting's source tells
+        // them apart. At most PostgreSQL's largest (2^31 - 1 ms); the value is a number, never data.
         let milliseconds = min(max(target.lockTimeout, 0), Int(Int32.max) / 1000) * 1000
         if milliseconds > 0,
-           let result = PQexec(handle, "SELECT set_config('lock_timeout', '\(milliseconds)', false) WHERE current_setting('lock_timeout') = '0'") {
+           let result = PQexec(handle, "SELECT set_config('lock_timeout', '\(milliseconds)', false) WHERE (SELECT source FROM pg_settings WHERE name = 'lock_timeout') = 'default'") {
+            let settled = PQResultStatus(PQresultStatus(result)) == .tuplesOK
             PQclear(result)
+            // A server whose pg_settings lack the source (some that speak PostgreSQL's protocol):
+            // 0 there reads as unset.
+            if !settled, let fallback = PQexec(handle, "SELECT set_config('lock_timeout', '\(milliseconds)', false) WHERE current_setting('lock_timeout') = '0'") {
+                PQclear(fallback)
+            }
         }
     }
 

@@ -32,10 +32,9 @@ public final class PostgresBackend: Backend {
         public var connectTimeout: Int
         /// Seconds a call waits for a lock another session holds (an administrator's `LOCK
         /// TABLE`, a transaction left open, another writer's write of the same objects) before
-        /// it fails with ``ArborError/Code/engine``, changing nothing; 0 waits without bound (as
-        /// does a URL or role that sets `lock_timeout` to 0 explicitly: 0 is also PostgreSQL's
-        /// "unset", which this replaces). Up to 2,147,483. Unless the server, the role or the URL
-        /// (`options=-c%20lock_timeout%3D…`) sets `lock_timeout`.
+        /// it fails with ``ArborError/Code/engine``, changing nothing; 0 waits without bound. Up
+        /// to 2,147,483. Unless the server, the database, the role or the URL
+        /// (`options=-c%20lock_timeout%3D…`) sets `lock_timeout`, to 0 (no limit) included.
         public var lockTimeout: Int
 
         public init(url: String, maximumConnections: Int = 4, connectTimeout: Int = 10, lockTimeout: Int = 300) {

@@ -10,8 +10,8 @@ public struct CompactCommand: StoreCommand {
             Does for the whole history what commits on a store opened with --deltas do as they go: each index \
             node a version replaced is kept as a delta against the node that replaced it, where that loses no \
             byte. Every version reads as before. Opens the store as --deltas does (a store of the earlier \
-            format takes the format that holds deltas, which earlier Arbor cannot open). Running it again \
-            restates nothing more; an interrupted one is finished by running it again. SQLite and LMDB re-use \
+            format takes the format that holds deltas, which earlier Arbor cannot open). An interrupted one is \
+            finished by running it again (which ends with the same deltas, but redoes the work). SQLite and LMDB re-use \
             the space freed for later writes rather than shrinking their files. With --json: {"versions", \
             "restatements", "seconds"}.
             """)

@@ -138,7 +138,7 @@ import Testing
             try await line.exchange(to: Store(backend: lineTarget))
             let brought = try lineCount()
             try await lineTarget.close()
-            removeItem(paths[1])
+            for suffix in ["", "-wal", "-shm"] { removeItem(paths[1] + suffix) }
             let (lineCommitted, lineCommittedCount) = try engine.open(paths[1], create: true, deltas: true)
             let again = try await Self.writeHistory(Store(backend: lineCommitted, configuration: .init(replica: "a")), seed: 9, branching: false)
             #expect(again.map(\.root) == lineVersions.map(\.root))
@@ -220,6 +220,21 @@ import Testing
             #expect(merged.root == expected.root, "the same records (the commits, made at other times, differ)")
             #expect(try await store.records(ofType: "Item", at: merged.id) == (try await reference.records(ofType: "Item", at: expected.id)))
             #expect(try await store.verify().isIntact)
+
+            // Three heads: the tournament's first merge is written before the next pair, whose
+            // conflicts may stop it, is merged: none of them restates.
+            for side in 0..<3 {
+                var changes = ChangeSet()
+                for (index, record) in records.enumerated() where index % 3 == side {
+                    var edited = record
+                    edited.properties["third"] = .int(Int64(side))
+                    try changes.save(edited)
+                }
+                try await store.commit(changes, parents: [merged.id])
+            }
+            let beforeThree = try deltaCount()
+            #expect(try await store.mergeHeads()?.version != nil)
+            #expect(try deltaCount() == beforeThree, "a tournament of three heads restates nothing")
             try await opened.close()
         }
     }

@@ -392,6 +392,9 @@ import Testing
             #expect(try blocker.execute("SHOW lock_timeout").text(0, 0) == "5min")
             let own = try PostgresSession(url: url + (url.contains("?") ? "&" : "?") + "options=-c%20lock_timeout%3D7s")
             #expect(try own.execute("SHOW lock_timeout").text(0, 0) == "7s")
+            // Also "no limit", which reads as the unset default does.
+            let unbounded = try PostgresSession(url: url + (url.contains("?") ? "&" : "?") + "options=-c%20lock_timeout%3D0")
+            #expect(try unbounded.execute("SHOW lock_timeout").text(0, 0) == "0")
         }
     }
 

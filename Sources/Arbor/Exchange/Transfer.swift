@@ -184,7 +184,8 @@ final class Transfer {
         // A target that keeps deltas restates once a chunk's trees landed, so that the space
         // the replaced nodes free is used again by the next chunks (a file does not shrink, and
         // would otherwise grow to the whole history's size first): chunks then hold about
-        // `restatingBytes` of objects, from 4 versions up to the usual 256, by what the last one wrote.
+        // `restatingBytes` of objects, from 1 version up to the usual 256, by what the last one
+        // wrote (starting at 4).
         let restating = target.acceptsRestatements
         var chunkSize = restating ? 4 : 256
         var next = 0

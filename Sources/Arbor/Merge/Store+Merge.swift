@@ -37,7 +37,7 @@ extension Store {
         // No head of this set builds on another, so none builds on what builds on its heads.
         let startHeads = Set(try await headState().heads)
         let written = WrittenObjects()
-        let outcome = try await merge(sides[0], sides[1], rule: rule, written: written)
+        let outcome = try await merge(sides[0], sides[1], rule: rule, written: written, restating: true)
         if case .fastForward(let result) = outcome {
             // The heads move only when the side passed by was one of them: a fast-forward
             // between older versions ends on an ancestor of a head, never a head itself.
@@ -86,7 +86,9 @@ extension Store {
             || (rule.strategy == .manual && ids.count == 2)
         let sides = takesSides && !ours.isEmpty && ours.count < ids.count
             ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
-        let (folded, merges, written) = try await foldHeads(sides, rule: rule, keepingWritten: true)
+        // Two heads make one merge, which lands if it completes; of more, a later pair's
+        // conflicts may stop the tournament after its first merges were written.
+        let (folded, merges, written) = try await foldHeads(sides, rule: rule, keepingWritten: true, restating: ids.count == 2)
         guard let outcome = folded else { return nil }
         if let result = outcome.version {
             // The merges of the tournament are deterministic too: another task or replica that
@@ -116,10 +118,11 @@ extension Store {
     /// those versions, in the order of `sides`, the same way; with the outcome, every merge
     /// commit the tournament made on the way, and the objects it wrote.
     private func foldHeads(
-        _ sides: [[Hash]], rule: MergeRule, keepingWritten: Bool = false
+        _ sides: [[Hash]], rule: MergeRule, keepingWritten: Bool = false, restating: Bool = false
     ) async throws -> (outcome: MergeOutcome?, merges: Set<Hash>, written: [(hash: Hash, bytes: [UInt8])]) {
         var fold = HeadFold()
         if keepingWritten { fold.written = WrittenObjects() }
+        fold.restating = restating
         var results = [Version]()
         for side in sides {
             guard let result = try await fold.tournament(try await versions(side.sorted()), rule: rule, store: self) else {
@@ -139,10 +142,11 @@ extension Store {
     }
 
     /// ``merge(_:_:strategy:virtualAncestors:)`` by `rule`.
-    /// `written`, when given, collects the objects the merge writes, and says that the merge is
-    /// meant to land: on a backend that keeps deltas, it restates the nodes it replaced.
+    /// `written`, when given, collects the objects the merge writes. With `restating`, the merge
+    /// lands if it completes: on a backend that keeps deltas, it restates the nodes it replaced.
     func merge(
-        _ ours: Version, _ theirs: Version, rule: MergeRule, virtualAncestors: VirtualAncestors = VirtualAncestors(), written: WrittenObjects? = nil
+        _ ours: Version, _ theirs: Version, rule: MergeRule, virtualAncestors: VirtualAncestors = VirtualAncestors(),
+        written: WrittenObjects? = nil, restating: Bool = false
     ) async throws -> MergeOutcome {
         let strategy = rule.strategy
         let ancestry = try await CommonAncestor.find(ours, theirs, store: self)
@@ -273,10 +277,11 @@ extension Store {
         let bytes = content.encoded()
         let id = Hash.of(bytes)
         objects.append((id, bytes))
-        // A merge meant to land (one that collects what it wrote) restates the nodes of ours'
-        // tree it replaced, as a commit does; a virtual ancestor, or a merge computed only for
-        // its conflicts, is garbage whose nodes must not become the bases of real ones.
-        let restatements = written != nil && source.notesSuperseded ? source.restatements(written: Set(objects.map(\.hash))) : []
+        // A merge sure to land if it completes restates the nodes of ours' tree it replaced,
+        // as a commit does; a virtual ancestor, a merge computed only for its conflicts, or one
+        // of a tournament that a later pair's conflicts may stop, would leave real nodes as
+        // deltas of garbage.
+        let restatements = restating && source.notesSuperseded ? source.restatements(written: Set(objects.map(\.hash))) : []
         try await backend.put(objects, restating: restatements)
         written?.add(objects)
         let report = MergeReport(ancestor: base?.id, changed: state.changed, resolved: conflicts)
@@ -469,6 +474,8 @@ private struct HeadFold {
     let virtualAncestors = VirtualAncestors()
     /// The objects the tournament's merges wrote, when they are to be written back.
     var written: WrittenObjects?
+    /// Whether its merges restate the nodes they replaced (a tournament of one pair that lands).
+    var restating = false
 
     /// Merges `round` to one version: neighbours in pairs, then the results in pairs. Folding
     /// one head at a time into the result made each merge diff everything merged so far: 3,000
@@ -482,7 +489,7 @@ private struct HeadFold {
             next.reserveCapacity((round.count + 1) / 2)
             for index in stride(from: 0, to: round.count, by: 2) {
                 guard index + 1 < round.count else { next.append(round[index]); continue }
-                switch try await store.merge(round[index], round[index + 1], rule: rule, virtualAncestors: virtualAncestors, written: written) {
+                switch try await store.merge(round[index], round[index + 1], rule: rule, virtualAncestors: virtualAncestors, written: written, restating: restating) {
                 case .fastForward(let version):
                     next.append(version)
                 case .merged(let version, let report):

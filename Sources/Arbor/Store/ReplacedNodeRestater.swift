@@ -25,11 +25,13 @@ struct ReplacedNodeRestater {
     /// new nodes that hold its keys, as a commit's does. Only new nodes the store holds become
     /// bases: those a slice makes that the version's tree lacks (nodes above the slice, or at
     /// its edges, which later slices change again) leave the nodes they replaced whole, as does
-    /// a tree another chunking made. Those it holds are put again with the restatements, as a
-    /// commit puts its nodes: one kept as a delta (a node an earlier version had, that a later
-    /// one replaced, and this one brings back) is made whole again, so the newest version
-    /// replayed reads its nodes whole. The backend checks each delta against the bytes it holds
-    /// before it drops any: a replay can cost space, never data.
+    /// a tree another chunking made. When one slice holds the whole change, the nodes it made
+    /// are put again with the restatements, as a commit puts its nodes: one kept as a delta (a
+    /// node an earlier version had, that a later one replaced, and this one brings back) is
+    /// made whole again, so the newest version replayed reads its nodes whole. (So is one an
+    /// earlier replay of this version's child restated: a second compaction redoes the work.)
+    /// The backend checks each delta against the bytes it holds before it drops any: a replay
+    /// can cost space, never data.
     ///
     /// - Complexity: O(*k* log *n*) node reads, twice, for *k* records that differ in trees of
     ///   *n*; an existence check and a restating write per slice; memory for one slice.
@@ -46,7 +48,10 @@ struct ReplacedNodeRestater {
             let made = editing.newObjects(reachableFrom: rebuilt)
             let stored = try await backend.contains(made.map(\.hash))
             let restatements = editing.restatements(written: stored)
-            try await backend.put(made.filter { stored.contains($0.hash) }, restating: restatements)
+            // Put again only when the slice made the version's own tree (the whole change in
+            // one slice): those nodes are reachable, so no collection removes one meanwhile; a
+            // node a slice made at its edge may be garbage that one is removing.
+            try await backend.put(rebuilt == root ? made.filter { stored.contains($0.hash) } : [], restating: restatements)
             count += restatements.count
         }
         return count

@@ -19,9 +19,11 @@ extension Store {
     /// (Versions only other refs reach, which no Arbor API writes, are left as they are.)
     ///
     /// Oldest versions first, as commits went: each node is restated against its replacement
-    /// while that is still whole, so chains grow from the newest node back. Running it again
-    /// restates nothing more (a node kept as a delta is not restated twice), and one cut short
-    /// leaves every version readable; running it again finishes it.
+    /// while that is still whole, so chains grow from the newest node back. One cut short
+    /// leaves every version readable; running it again finishes it, and ends with the same
+    /// deltas (a second run redoes the work: each version's nodes are put again as a commit
+    /// puts them, then restated against its child's). A commit that lands meanwhile on a head
+    /// may find its replaced nodes whole again; a later compaction restates them.
     ///
     /// Throws ``ArborError/Code/invalidInput`` on a backend that keeps no deltas
     /// (``Backend/acceptsRestatements``).
