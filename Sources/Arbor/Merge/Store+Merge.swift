@@ -37,7 +37,7 @@ extension Store {
         // No head of this set builds on another, so none builds on what builds on its heads.
         let startHeads = Set(try await headState().heads)
         let written = WrittenObjects()
-        let outcome = try await merge(sides[0], sides[1], rule: rule, written: written, restating: true)
+        let outcome = try await merge(sides[0], sides[1], rule: rule, written: written, restating: .inItsWrite)
         if case .fastForward(let result) = outcome {
             // The heads move only when the side passed by was one of them: a fast-forward
             // between older versions ends on an ancestor of a head, never a head itself.
@@ -86,11 +86,15 @@ extension Store {
             || (rule.strategy == .manual && ids.count == 2)
         let sides = takesSides && !ours.isEmpty && ours.count < ids.count
             ? [ours, ids.filter { !preferred.contains($0) }] : [ids]
-        // Two heads make one merge, which lands if it completes; of more, a later pair's
-        // conflicts may stop the tournament after its first merges were written.
-        let (folded, merges, written) = try await foldHeads(sides, rule: rule, keepingWritten: true, restating: ids.count == 2)
+        // The tournament's merges restate once it has reached one version: a later pair's
+        // conflicts may stop it after its first merges were written.
+        let restatements = CollectedRestatements()
+        let (folded, merges, written) = try await foldHeads(sides, rule: rule, keepingWritten: true, restating: .collected(restatements))
         guard let outcome = folded else { return nil }
         if let result = outcome.version {
+            // Before the heads move, as a commit's: if they then fail to, the collection that
+            // removes the merges makes these nodes whole again.
+            if !restatements.items.isEmpty { try await backend.restate(restatements.items) }
             // The merges of the tournament are deterministic too: another task or replica that
             // merged some of these heads may have made one of them a head meanwhile.
             try await updateHeads(removing: Set(ids).union(merges).subtracting([result.id]), adding: result.id, existing: result.time)
@@ -118,7 +122,7 @@ extension Store {
     /// those versions, in the order of `sides`, the same way; with the outcome, every merge
     /// commit the tournament made on the way, and the objects it wrote.
     private func foldHeads(
-        _ sides: [[Hash]], rule: MergeRule, keepingWritten: Bool = false, restating: Bool = false
+        _ sides: [[Hash]], rule: MergeRule, keepingWritten: Bool = false, restating: MergeRestating = .none
     ) async throws -> (outcome: MergeOutcome?, merges: Set<Hash>, written: [(hash: Hash, bytes: [UInt8])]) {
         var fold = HeadFold()
         if keepingWritten { fold.written = WrittenObjects() }
@@ -142,11 +146,11 @@ extension Store {
     }
 
     /// ``merge(_:_:strategy:virtualAncestors:)`` by `rule`.
-    /// `written`, when given, collects the objects the merge writes. With `restating`, the merge
-    /// lands if it completes: on a backend that keeps deltas, it restates the nodes it replaced.
+    /// `written`, when given, collects the objects the merge writes. `restating` says what
+    /// becomes of the nodes it replaced, on a backend that keeps deltas.
     func merge(
         _ ours: Version, _ theirs: Version, rule: MergeRule, virtualAncestors: VirtualAncestors = VirtualAncestors(),
-        written: WrittenObjects? = nil, restating: Bool = false
+        written: WrittenObjects? = nil, restating: MergeRestating = .none
     ) async throws -> MergeOutcome {
         let strategy = rule.strategy
         let ancestry = try await CommonAncestor.find(ours, theirs, store: self)
@@ -277,12 +281,16 @@ extension Store {
         let bytes = content.encoded()
         let id = Hash.of(bytes)
         objects.append((id, bytes))
-        // A merge sure to land if it completes restates the nodes of ours' tree it replaced,
-        // as a commit does; a virtual ancestor, a merge computed only for its conflicts, or one
-        // of a tournament that a later pair's conflicts may stop, would leave real nodes as
-        // deltas of garbage.
-        let restatements = restating && source.notesSuperseded ? source.restatements(written: Set(objects.map(\.hash))) : []
-        try await backend.put(objects, restating: restatements)
+        // The nodes of ours' tree it replaced, as a commit's: not for a merge that may not land
+        // (a virtual ancestor, one computed for its conflicts), whose nodes as bases would leave
+        // real ones as deltas of garbage.
+        let restatements = restating != .none && source.notesSuperseded ? source.restatements(written: Set(objects.map(\.hash))) : []
+        if case .collected(let collected) = restating {
+            collected.items += restatements
+            try await backend.put(objects)
+        } else {
+            try await backend.put(objects, restating: restatements)
+        }
         written?.add(objects)
         let report = MergeReport(ancestor: base?.id, changed: state.changed, resolved: conflicts)
         return .merged(Version(id: id, content: content), report)
@@ -422,6 +430,24 @@ extension Store {
 /// The objects merges wrote, to write back once the heads moved (``Store/writeBackRemoved(_:)``):
 /// index nodes and commits, not large records' blobs, which can be hundreds of MB each (a
 /// collection's own later marking writes those back).
+/// What a merge does with the index nodes it replaced, on a backend that keeps deltas
+/// (``Backend/acceptsRestatements``).
+enum MergeRestating: Equatable {
+    /// Keeps them whole: the merge may not land.
+    case none
+    /// Restates them in its write, as a commit does: the merge lands if it completes.
+    case inItsWrite
+    /// Adds the restatements to `collected`, for the caller to make once it knows the merge lands.
+    case collected(CollectedRestatements)
+}
+
+/// Restatements merges handed over (``MergeRestating/collected(_:)``).
+final class CollectedRestatements: Equatable {
+    var items = [Restatement]()
+
+    static func == (lhs: CollectedRestatements, rhs: CollectedRestatements) -> Bool { lhs === rhs }
+}
+
 final class WrittenObjects {
     private(set) var objects = [(hash: Hash, bytes: [UInt8])]()
 
@@ -474,8 +500,8 @@ private struct HeadFold {
     let virtualAncestors = VirtualAncestors()
     /// The objects the tournament's merges wrote, when they are to be written back.
     var written: WrittenObjects?
-    /// Whether its merges restate the nodes they replaced (a tournament of one pair that lands).
-    var restating = false
+    /// What its merges do with the nodes they replaced.
+    var restating = MergeRestating.none
 
     /// Merges `round` to one version: neighbours in pairs, then the results in pairs. Folding
     /// one head at a time into the result made each merge diff everything merged so far: 3,000
