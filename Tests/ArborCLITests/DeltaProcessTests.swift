@@ -1,7 +1,5 @@
 import Arbor
 @testable import ArborCLI
-@testable import ArborLMDB
-@testable import ArborSQLite
 import Foundation
 import Testing
 
@@ -40,12 +38,7 @@ import Testing
 
         // A backend opened now knows the format: the child kept replaced nodes as deltas.
         let late = try await openBackend(location, create: false)
-        let restated: Int
-        switch late {
-        case let lmdb as LMDBBackend: restated = try lmdb.deltaCount()
-        case let sqlite as SQLiteBackend: restated = try sqlite.deltaCount()
-        default: restated = 0
-        }
+        let restated = try ExchangeKillTests.deltaCount(of: late)
         #expect(restated > 0, "the child restated the nodes its commits replaced")
         let reference = Store(backend: late, configuration: .init(nodeCacheCapacity: 0))
         for version in log {

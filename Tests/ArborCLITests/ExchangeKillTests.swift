@@ -44,14 +44,18 @@ import Testing
     /// Nodes the store at `url` keeps as deltas.
     static func deltaCount(_ url: String) async throws -> Int {
         let backend = try await openBackend(try StoreLocation(parsing: url), create: false)
-        let count: Int
-        switch backend {
-        case let lmdb as LMDBBackend: count = try lmdb.deltaCount()
-        case let sqlite as SQLiteBackend: count = try sqlite.deltaCount()
-        default: count = 0
-        }
+        let count = try deltaCount(of: backend)
         try await backend.close()
         return count
+    }
+
+    /// Nodes `backend` keeps as deltas (none on engines that keep none).
+    static func deltaCount(of backend: any Backend) throws -> Int {
+        switch backend {
+        case let lmdb as LMDBBackend: try lmdb.deltaCount()
+        case let sqlite as SQLiteBackend: try sqlite.deltaCount()
+        default: 0
+        }
     }
 
     @Test(.timeLimit(.minutes(10)), arguments: Engine.enabled, Engine.enabled)

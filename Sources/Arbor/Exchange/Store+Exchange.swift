@@ -221,29 +221,3 @@ struct ClaimTiming: Sendable {
     /// By when, from the exchange's start, its claim must be made.
     var claimDeadline: Duration { delay + claimMargin }
 }
-
-extension Transfer {
-    /// Restates, in the target, the nodes that each of `versions` (their commits' links, parents
-    /// first) replaced in its parents' trees, as a commit there would have
-    /// (``ReplacedNodeRestater``): a store that keeps deltas keeps them however its versions
-    /// arrived. Every tree involved must be in the target; `roots` gives the parents' roots, and
-    /// gets those it lacked, read from the source. Adds to ``restatements``.
-    ///
-    /// Run before the versions' commits are written: a rerun of a transfer stopped meanwhile
-    /// copies those versions again, finds their trees there, and restates them.
-    ///
-    /// - Complexity: a request for the parents' commits, and the restater's work per parent.
-    func restateReplacedNodes(of versions: [ObjectLinks], roots: inout [Hash: Hash]) async throws {
-        let unknown = Set(versions.flatMap(\.parents)).filter { roots[$0] == nil }
-        for (hash, bytes) in try await fetch(Array(unknown)) {
-            roots[hash] = try links(of: hash, bytes, expecting: .commit).root ?? Store.emptyRoot.hash
-        }
-        let restater = ReplacedNodeRestater(backend: target)
-        for version in versions {
-            for parent in version.parents {
-                guard let parentRoot = roots[parent] else { continue }
-                restatements += try await restater.restate(replacedIn: parentRoot, by: version.root ?? Store.emptyRoot.hash)
-            }
-        }
-    }
-}

@@ -122,7 +122,7 @@ extension Store {
     /// those versions, in the order of `sides`, the same way; with the outcome, every merge
     /// commit the tournament made on the way, and the objects it wrote.
     private func foldHeads(
-        _ sides: [[Hash]], rule: MergeRule, keepingWritten: Bool = false, restating: MergeRestating = .none
+        _ sides: [[Hash]], rule: MergeRule, keepingWritten: Bool = false, restating: MergeRestating = .keepWhole
     ) async throws -> (outcome: MergeOutcome?, merges: Set<Hash>, written: [(hash: Hash, bytes: [UInt8])]) {
         var fold = HeadFold()
         if keepingWritten { fold.written = WrittenObjects() }
@@ -150,7 +150,7 @@ extension Store {
     /// becomes of the nodes it replaced, on a backend that keeps deltas.
     func merge(
         _ ours: Version, _ theirs: Version, rule: MergeRule, virtualAncestors: VirtualAncestors = VirtualAncestors(),
-        written: WrittenObjects? = nil, restating: MergeRestating = .none
+        written: WrittenObjects? = nil, restating: MergeRestating = .keepWhole
     ) async throws -> MergeOutcome {
         let strategy = rule.strategy
         let ancestry = try await CommonAncestor.find(ours, theirs, store: self)
@@ -284,12 +284,15 @@ extension Store {
         // The nodes of ours' tree it replaced, as a commit's: not for a merge that may not land
         // (a virtual ancestor, one computed for its conflicts), whose nodes as bases would leave
         // real ones as deltas of garbage.
-        let restatements = restating != .none && source.notesSuperseded ? source.restatements(written: Set(objects.map(\.hash))) : []
-        if case .collected(let collected) = restating {
-            collected.items += restatements
+        func restatements() -> [Restatement] { source.notesSuperseded ? source.restatements(written: Set(objects.map(\.hash))) : [] }
+        switch restating {
+        case .keepWhole:
             try await backend.put(objects)
-        } else {
-            try await backend.put(objects, restating: restatements)
+        case .inItsWrite:
+            try await backend.put(objects, restating: restatements())
+        case .collected(let collected):
+            collected.items += restatements()
+            try await backend.put(objects)
         }
         written?.add(objects)
         let report = MergeReport(ancestor: base?.id, changed: state.changed, resolved: conflicts)
@@ -427,14 +430,11 @@ extension Store {
     }
 }
 
-/// The objects merges wrote, to write back once the heads moved (``Store/writeBackRemoved(_:)``):
-/// index nodes and commits, not large records' blobs, which can be hundreds of MB each (a
-/// collection's own later marking writes those back).
 /// What a merge does with the index nodes it replaced, on a backend that keeps deltas
 /// (``Backend/acceptsRestatements``).
-enum MergeRestating: Equatable {
+enum MergeRestating {
     /// Keeps them whole: the merge may not land.
-    case none
+    case keepWhole
     /// Restates them in its write, as a commit does: the merge lands if it completes.
     case inItsWrite
     /// Adds the restatements to `collected`, for the caller to make once it knows the merge lands.
@@ -442,12 +442,13 @@ enum MergeRestating: Equatable {
 }
 
 /// Restatements merges handed over (``MergeRestating/collected(_:)``).
-final class CollectedRestatements: Equatable {
+final class CollectedRestatements {
     var items = [Restatement]()
-
-    static func == (lhs: CollectedRestatements, rhs: CollectedRestatements) -> Bool { lhs === rhs }
 }
 
+/// The objects merges wrote, to write back once the heads moved (``Store/writeBackRemoved(_:)``):
+/// index nodes and commits, not large records' blobs, which can be hundreds of MB each (a
+/// collection's own later marking writes those back).
 final class WrittenObjects {
     private(set) var objects = [(hash: Hash, bytes: [UInt8])]()
 
@@ -501,7 +502,7 @@ private struct HeadFold {
     /// The objects the tournament's merges wrote, when they are to be written back.
     var written: WrittenObjects?
     /// What its merges do with the nodes they replaced.
-    var restating = MergeRestating.none
+    var restating = MergeRestating.keepWhole
 
     /// Merges `round` to one version: neighbours in pairs, then the results in pairs. Folding
     /// one head at a time into the result made each merge diff everything merged so far: 3,000

@@ -56,4 +56,15 @@ struct ReplacedNodeRestater {
         }
         return count
     }
+
+    /// ``restate(replacedIn:by:)`` for a version of tree `root` against each of its `parents`
+    /// whose root `roots` holds (a merge replaced nodes of both sides' trees).
+    func restate(treeOf root: Hash, parents: [Hash], roots: [Hash: Hash]) async throws -> Int {
+        var count = 0
+        for parent in parents {
+            guard let parentRoot = roots[parent] else { continue }
+            count += try await restate(replacedIn: parentRoot, by: root)
+        }
+        return count
+    }
 }

@@ -47,10 +47,7 @@ extension Store {
         // The log lists each version after every version that builds on it: reversed, parents first.
         for (done, version) in history.reversed().enumerated() {
             try Task.checkCancellation()
-            for parent in version.parents {
-                guard let parentRoot = roots[parent] else { continue }
-                report.restatements += try await restater.restate(replacedIn: parentRoot, by: version.root)
-            }
+            report.restatements += try await restater.restate(treeOf: version.root, parents: version.parents, roots: roots)
             report.versions += 1
             if let progress {
                 progress(TransferProgress(
