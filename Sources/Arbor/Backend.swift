@@ -240,6 +240,11 @@ public enum RefName {
     /// collection removes nothing meanwhile. Their values name no object.
     public static let transferPrefix = "transfers/"
 
+    /// The prefix of the refs by which a collection marks a batch of its sweep in flight, so
+    /// that a reader that finds an object missing meanwhile waits for the batch's write-back
+    /// before it reads once more. Their values name no object.
+    public static let sweepPrefix = "sweeps/"
+
     /// Throws ``ArborError/Code/invalidInput`` unless `name` is a valid ref name.
     public static func validate(_ name: String, backend: String) throws {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/".utf8)

@@ -241,11 +241,12 @@ final class ConcurrentRun: Sendable {
         // missing until it writes them back (or for good, past two grace periods). What that
         // explains is a known issue of such a run; anything else is not.
         let unexplained = failures.filter { !ConcurrentRun.isMissingObject($0) }
-        // README (gc), and FaultFindings.aCommitOnAVersionWhoseReusedIndexTheSweepDeletedFailsUntilItIsWrittenBack:
-        // a commit that re-used objects a collection then removed (garbage of a crashed attempt)
-        // names a version whose reads, and commits on it, fail until the collection writes them
-        // back. A worker's operation failing so, in a run whose final checks found all there,
-        // is that known issue.
+        // README (gc): a commit that re-used objects a collection then removed (garbage of a
+        // crashed attempt) names a version whose reads, and commits on it, fail in the
+        // milliseconds between its heads moving after its batch's marking and its own write-back
+        // (during the batch itself, readers wait for it: FaultFindings.
+        // aCommitOnAVersionWhoseReusedIndexTheSweepDeletedWaitsForItsWriteBack). A worker's
+        // operation failing so, in a run whose final checks found all there, is that known issue.
         let duringCollections = failures.allSatisfy { $0.contains(" threw: ") && $0.contains("is missing") && !$0.hasPrefix("gc") && !$0.hasPrefix("the final") }
         if slowestWrite > grace && unexplained.isEmpty {
             withKnownIssue("a writer took \(slowestWrite), longer than the grace period of \(grace)", isIntermittent: true) {

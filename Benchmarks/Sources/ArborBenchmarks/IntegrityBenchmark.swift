@@ -2,7 +2,8 @@ import Arbor
 import Foundation
 
 /// `verify` and `gc` on a store of `records` records (commits of `commitSize`, all history) on
-/// each engine, each run in a child process that reports its own peak memory. JSON stores are
+/// each engine, each run in a child process that reports its own peak memory; then `gc` of the
+/// same objects as garbage (copied into a store whose heads are then removed), a sweep of all. JSON stores are
 /// built with `jsonRecords`, as JSON writes a file per object.
 struct IntegrityBenchmark {
     var transfer: TransferBenchmark
@@ -11,7 +12,7 @@ struct IntegrityBenchmark {
         try FileManager.default.createDirectory(atPath: transfer.folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: transfer.folder) }
         print("integrity: verify and gc on \(transfer.records) records (JSON: \(transfer.jsonRecords)), commits of \(transfer.commitSize), all history")
-        print("engine     records   objects   verify s  peak anon MB      gc s  removed")
+        print("engine     records   objects   verify s  peak anon MB      gc s  removed   sweep s    swept")
         for engine in transfer.engines {
             let count = engine == "json" ? transfer.jsonRecords : transfer.records
             let (url, cleanup) = try transfer.makeLocation(engine, "integrity")
@@ -27,8 +28,17 @@ struct IntegrityBenchmark {
             }
             let verify = try await transfer.child(["verify-child", url, "-"])
             let gc = try await transfer.child(["gc-child", url, "-"])
-            print(String(format: "%-8@ %9d %9.0f %10.2f %13.0f %9.2f %8.0f", engine, count, verify["objects"] ?? 0,
-                         verify["seconds"] ?? 0, verify["peakAnonMB"] ?? 0, gc["seconds"] ?? 0, gc["removed"] ?? 0))
+            // A sweep: the same objects, copied blind into a store whose heads then go, all garbage.
+            let (garbage, garbageCleanup) = try transfer.makeLocation(engine, "garbage")
+            defer { garbageCleanup() }
+            _ = try await transfer.child(["copy-child", url, garbage])
+            let emptied = try TransferBenchmark.open(garbage, create: false)
+            _ = try await emptied.backend.compareAndSwap(ref: "heads", expected: try await emptied.backend.refs()["heads"], new: nil)
+            try await emptied.close()
+            let sweep = try await transfer.child(["gc-child", garbage, "-"])
+            print(String(format: "%-8@ %9d %9.0f %10.2f %13.0f %9.2f %8.0f %9.2f %8.0f", engine, count, verify["objects"] ?? 0,
+                         verify["seconds"] ?? 0, verify["peakAnonMB"] ?? 0, gc["seconds"] ?? 0, gc["removed"] ?? 0,
+                         sweep["seconds"] ?? 0, sweep["removed"] ?? 0))
         }
     }
 

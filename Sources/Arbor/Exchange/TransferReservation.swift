@@ -151,12 +151,12 @@ struct TransferReservation: Sendable {
 }
 
 extension Backend {
-    /// The refs, less exchanges' claims (``TransferReservation``), which name no object and
-    /// are no versions.
+    /// The refs, less exchanges' claims (``TransferReservation``) and collections' sweep
+    /// markers (``SweepMarker``), which name no object and are no versions.
     ///
     /// - Complexity: one read of the refs.
     func refsBesidesClaims() async throws -> [String: Hash] {
-        try await refs().filter { !TransferReservation.isClaim($0.key) }
+        try await refs().filter { !TransferReservation.isClaim($0.key) && !SweepMarker.isMarker($0.key) }
     }
 }
 

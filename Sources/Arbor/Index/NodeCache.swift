@@ -186,7 +186,12 @@ final class NodeSource {
         if let known = try knownBytes(hash, remember: false) {
             node = known
         } else if let lender = inPlace.lender {
-            return try lentPointStep(hash, toward: key, from: lender)
+            do {
+                return try lentPointStep(hash, toward: key, from: lender)
+            } catch let error as ArborError where error.code == .missingObject {
+                // Fetched instead, which reads once more after a sweep's batch in flight.
+                node = try await fetchBytes([hash], remember: false)[0]
+            }
         } else {
             node = try await fetchBytes([hash], remember: false)[0]
         }
@@ -462,8 +467,17 @@ final class NodeSource {
 enum ObjectFetch {
     /// Fetches `hashes`; throws ``ArborError/Code/missingObject`` for one that is absent and
     /// ``ArborError/Code/corruptObject`` for one whose bytes do not match its hash.
+    ///
+    /// One found missing is read once more after the batches of a collection's sweep then in
+    /// flight have ended (``SweepMarker``): such a batch may have removed it just before a
+    /// writer's version re-used it, and writes it back once it has marked again.
     static func verified(_ hashes: [Hash], from backend: any Backend) async throws -> [Hash: [UInt8]] {
-        let objects = try await backend.get(hashes)
+        var objects = try await backend.get(hashes)
+        let absent = hashes.filter { objects[$0] == nil }
+        if !absent.isEmpty {
+            try await SweepMarker.awaitBatchesInFlight(on: backend)
+            objects.merge(try await backend.get(absent)) { $1 }
+        }
         for hash in hashes {
             guard let bytes = objects[hash] else { throw missing(hash, backend.engineName) }
             guard Hash.of(bytes) == hash else { throw corrupt(hash, backend.engineName) }

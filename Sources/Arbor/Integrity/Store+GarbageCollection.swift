@@ -32,7 +32,9 @@ extension Store {
     ///    an object a commit that landed meanwhile re-used (content addressing makes an old,
     ///    unreachable object look present to a writer) is written back, and one it reached
     ///    that is still there is kept. (A commit also writes back, once its heads moved, what
-    ///    it needs that is gone, so its version need not wait for this marking to read.)
+    ///    it needs that is gone, so its version need not wait for this marking to read.) While a
+    ///    batch is in flight, from its delete to that marking, a ``SweepMarker`` says so: a read
+    ///    that finds an object missing meanwhile waits for the batch and reads again.
     ///
     /// Safe as long as no commit or merge takes longer than `gracePeriod` from finding an object
     /// present (or writing it) to moving its heads: they take milliseconds to seconds. An
@@ -107,7 +109,9 @@ extension Store {
             // for the exchanges claiming the store after the batch or after the grace period.
             var claimants: Set<String>?
             var rescuedBytes = 0
+            var inFlight: SweepMarker?
             do {
+                try await SweepMarker.removeLapsed(on: backend)
                 report.stoppedForExchange = try await !TransferReservation.live(on: backend).isEmpty
                 let batches = report.stoppedForExchange ? [] : try await topDown(candidates).chunks(of: max(sweepBatch, 1))
                 for (index, chunk) in batches.enumerated() {
@@ -119,12 +123,17 @@ extension Store {
                     // Kept before the delete: one that fails partway may have removed some.
                     // (Not an object that does not match its hash: there is nothing to write back.)
                     for (hash, bytes) in batch { if let bytes { removed[hash] = bytes } }
+                    // Readers that find an object of the batch missing wait for its write-back
+                    // (a batch cut short leaves its marker to the last marking below).
+                    inFlight = try await SweepMarker.make(on: backend)
                     try await backend.delete(batch.map(\.hash))
                     forgetCached(batch.map(\.hash))
                     report.removedBytes += batch.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
                     report.removedObjects += batch.count
                     let written = try await rescue(&walk, from: &removed)
                     (report.rescued, rescuedBytes) = (report.rescued + written.objects, rescuedBytes + written.bytes)
+                    await inFlight?.remove()
+                    inFlight = nil
                     let live = try await TransferReservation.live(on: backend)
                     if !live.isEmpty {
                         claimants = live
@@ -141,9 +150,8 @@ extension Store {
                 // run in a task of its own, so that a cancelled collection still waits and still
                 // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
                 let restart = stopped != nil
-                let (marked, rescued, gone, unwritten) = await Task.detached { [self, walk, removed, claimants] in
-                    try? await Task.sleep(for: gracePeriod)
-                    var walk = walk, removed = removed
+                let (marked, rescued, gone, unwritten) = await Task.detached { [self, walk, removed, claimants, inFlight] in
+                    var inFlight = inFlight, walk = walk, removed = removed
                     // A marking an error stopped midway left objects counted as reached whose
                     // links were never followed: mark again from scratch.
                     if restart { walk = .sweepMarking(backend) }
@@ -151,7 +159,16 @@ extension Store {
                     func markAndWriteBack() async throws {
                         let written = try await rescue(&walk, from: &removed)
                         rescued = (rescued.objects + written.objects, rescued.bytes + written.bytes)
+                        // The batch cut short is settled.
+                        await inFlight?.remove()
+                        inFlight = nil
                     }
+                    // A batch cut short is settled at once too, not only a grace period later:
+                    // readers wait for its marker only so long (SweepMarker.lifetime).
+                    if inFlight != nil {
+                        do { try await markAndWriteBack() } catch { walk = .sweepMarking(backend) }
+                    }
+                    try? await Task.sleep(for: gracePeriod)
                     // The exchanges claiming the store after the batch, and those claiming it now:
                     // one claims only once it has run for its delay (Store.Configuration.
                     // exchangeClaimDelay), and may have found objects of a batch present before
@@ -194,6 +211,8 @@ extension Store {
                             try? await Task.sleep(for: .seconds(1))
                         }
                     }
+                    // Never settled: the marker lapses, and readers stop waiting for it.
+                    await inFlight?.remove()
                     return (walk, rescued, Array(removed.keys), failure.map { ($0, removed.count) })
                 }.value
                 walk = marked
