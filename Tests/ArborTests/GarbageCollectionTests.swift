@@ -494,7 +494,7 @@ extension GarbageCollectionTests {
         let target = Store(backend: paused, configuration: .init(exchangeClaimDelay: claimDelay))
         let exchange = _Concurrency.Task { _ = try await source.exchange(to: target, batchSize: 50) }
         // Midway, and claimed (after its delay).
-        func claimed() async throws -> Bool { try await inner.refs().keys.contains(where: TransferReservation.isClaim) }
+        func claimed() async throws -> Bool { try await inner.refs().contains { TransferReservation.isClaim($0.key, holding: $0.value) } }
         try await paused.waitUntilHolding()
         let deadline = ContinuousClock.now + .seconds(120)
         while try await !claimed() {
@@ -598,7 +598,7 @@ extension GarbageCollectionTests {
         // (two claims for a moment while one replaces the other).
         let deadline = ContinuousClock.now + .seconds(120)
         while kept.name == first, ContinuousClock.now < deadline { try await _Concurrency.Task.sleep(for: .milliseconds(10)) }
-        let claims = try await inner.refs().keys.filter(TransferReservation.isClaim)
+        let claims = try await inner.refs().filter { TransferReservation.isClaim($0.key, holding: $0.value) }.keys
         #expect(kept.name != first && !claims.isEmpty && claims.count <= 2)
         #expect(claims.allSatisfy { TransferReservation.id(of: $0) == TransferReservation.id(of: first) })
         #expect(!kept.mayHaveLapsed)
@@ -746,7 +746,7 @@ extension GarbageCollectionTests {
             try await source.exchange(to: Store(backend: faults, configuration: .init(exchangeClaimDelay: .zero)))
         }
         faults.disarm()
-        #expect(try await inner.refs().keys.contains { TransferReservation.isClaim($0) })
+        #expect(try await inner.refs().contains { TransferReservation.isClaim($0.key, holding: $0.value) })
         try await inner.put((0..<5).map { BackendContractTests.object(70_000 + $0) })
         let report = try await store.collectGarbage(gracePeriod: .milliseconds(10))
         #expect(!report.stoppedForExchange && report.removedObjects >= 5)

@@ -76,8 +76,9 @@ struct TransferReservation: Sendable {
 
     // MARK: Claims in refs
 
-    /// Whether `ref` is a claim (of any age).
-    static func isClaim(_ ref: String) -> Bool { ref.hasPrefix(RefName.transferPrefix) }
+    /// Whether `ref`, holding `hash`, is a claim (of any age): a `transfers/` ref whose value is
+    /// anything but the hash of its name is an ordinary ref.
+    static func isClaim(_ ref: String, holding hash: Hash) -> Bool { ref.hasPrefix(RefName.transferPrefix) && hash == value(of: ref) }
 
     /// The ids of the exchanges that claim `backend` now; first drops the claims this process
     /// abandoned, and those long lapsed (twice ``lifetime`` from now, or not parsing).
@@ -92,11 +93,11 @@ struct TransferReservation: Sendable {
             return held
         }
         var live = Set<String>()
-        for ref in refs.keys where isClaim(ref) {
+        for (ref, hash) in refs where isClaim(ref, holding: hash) {
             let parts = parts(of: ref)
             let age = parts.map { milliseconds(now) - $0.start }
             if mine.contains(ref) || age.map({ abs($0) >= 2 * lifetimeMilliseconds }) ?? true {
-                if refs[ref] == value(of: ref) { await drop(ref, on: backend) }
+                await drop(ref, on: backend)
             } else if let age, let parts, abs(age) < lifetimeMilliseconds {
                 live.insert(parts.id)
             }
@@ -156,7 +157,7 @@ extension Backend {
     ///
     /// - Complexity: one read of the refs.
     func refsBesidesClaims() async throws -> [String: Hash] {
-        try await refs().filter { !TransferReservation.isClaim($0.key) && !SweepMarker.isMarker($0.key) }
+        try await refs().filter { !TransferReservation.isClaim($0.key, holding: $0.value) && !SweepMarker.isMarker($0.key, holding: $0.value) }
     }
 }
 

@@ -109,9 +109,10 @@ extension Store {
             // for the exchanges claiming the store after the batch or after the grace period.
             var claimants: Set<String>?
             var rescuedBytes = 0
-            var inFlight: SweepMarker?
+            // Markers of batches not known to be settled: made (or perhaps made), not removed.
+            var unsettled = [SweepMarker]()
+            await SweepMarker.removeLapsed(on: backend)
             do {
-                try await SweepMarker.removeLapsed(on: backend)
                 report.stoppedForExchange = try await !TransferReservation.live(on: backend).isEmpty
                 let batches = report.stoppedForExchange ? [] : try await topDown(candidates).chunks(of: max(sweepBatch, 1))
                 for (index, chunk) in batches.enumerated() {
@@ -124,16 +125,17 @@ extension Store {
                     // (Not an object that does not match its hash: there is nothing to write back.)
                     for (hash, bytes) in batch { if let bytes { removed[hash] = bytes } }
                     // Readers that find an object of the batch missing wait for its write-back
-                    // (a batch cut short leaves its marker to the last marking below).
-                    inFlight = try await SweepMarker.make(on: backend)
+                    // (a batch cut short leaves its marker to the marking below).
+                    let marker = SweepMarker(on: backend)
+                    unsettled.append(marker)
+                    try await marker.make()
                     try await backend.delete(batch.map(\.hash))
                     forgetCached(batch.map(\.hash))
                     report.removedBytes += batch.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
                     report.removedObjects += batch.count
                     let written = try await rescue(&walk, from: &removed)
                     (report.rescued, rescuedBytes) = (report.rescued + written.objects, rescuedBytes + written.bytes)
-                    await inFlight?.remove()
-                    inFlight = nil
+                    if await marker.remove() { unsettled.removeAll { $0.name == marker.name } }
                     let live = try await TransferReservation.live(on: backend)
                     if !live.isEmpty {
                         claimants = live
@@ -150,8 +152,8 @@ extension Store {
                 // run in a task of its own, so that a cancelled collection still waits and still
                 // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
                 let restart = stopped != nil
-                let (marked, rescued, gone, unwritten) = await Task.detached { [self, walk, removed, claimants, inFlight] in
-                    var inFlight = inFlight, walk = walk, removed = removed
+                let (marked, rescued, gone, unwritten) = await Task.detached { [self, walk, removed, claimants, unsettled] in
+                    var unsettled = unsettled, walk = walk, removed = removed
                     // A marking an error stopped midway left objects counted as reached whose
                     // links were never followed: mark again from scratch.
                     if restart { walk = .sweepMarking(backend) }
@@ -159,13 +161,12 @@ extension Store {
                     func markAndWriteBack() async throws {
                         let written = try await rescue(&walk, from: &removed)
                         rescued = (rescued.objects + written.objects, rescued.bytes + written.bytes)
-                        // The batch cut short is settled.
-                        await inFlight?.remove()
-                        inFlight = nil
+                        // Batches cut short are settled.
+                        unsettled = await SweepMarker.remove(unsettled)
                     }
                     // A batch cut short is settled at once too, not only a grace period later:
                     // readers wait for its marker only so long (SweepMarker.lifetime).
-                    if inFlight != nil {
+                    if !unsettled.isEmpty {
                         do { try await markAndWriteBack() } catch { walk = .sweepMarking(backend) }
                     }
                     try? await Task.sleep(for: gracePeriod)
@@ -211,8 +212,8 @@ extension Store {
                             try? await Task.sleep(for: .seconds(1))
                         }
                     }
-                    // Never settled: the marker lapses, and readers stop waiting for it.
-                    await inFlight?.remove()
+                    // Those never settled, or not removed, lapse: readers stop waiting for them.
+                    _ = await SweepMarker.remove(unsettled)
                     return (walk, rescued, Array(removed.keys), failure.map { ($0, removed.count) })
                 }.value
                 walk = marked

@@ -1,9 +1,9 @@
 import Foundation
 
 /// A collection's mark on its store while one batch of its sweep is in flight: a ref
-/// `sweeps/<start>-<id>` (the start in milliseconds since 1970, the id random hexadecimal), made
-/// just before the batch is deleted and removed once the collection has marked again from the
-/// refs and written back what of the batch they reach.
+/// `sweeps/<start>-<id>` (the start in milliseconds since 1970, the id random hexadecimal) whose
+/// value is the hash of its name, made just before the batch is deleted and removed once the
+/// collection has marked again from the refs and written back what of the batch they reach.
 ///
 /// Between the two, a version a writer made by re-using objects of the batch (content
 /// addressing makes an old, unreachable object look present) can lack them. A reader that finds
@@ -12,8 +12,8 @@ import Foundation
 /// marker is followed while its start is less than ``lifetime`` from now (either way: the clocks
 /// of processes sharing a store differ), and for at most ``lifetime`` of the reader's own time,
 /// so that the marker of a killed collection delays a read that fails by at most that much. A
-/// collection removes markers twice as old. The ref's value names nothing: walks from the refs
-/// leave these refs out, as they do exchanges' claims.
+/// collection removes markers twice as old. Walks from the refs leave markers out, as they do
+/// exchanges' claims; a `sweeps/` ref whose value is anything else is an ordinary ref.
 struct SweepMarker: Sendable {
     /// How long a marker counts from its start, and the longest a reader waits for markers.
     /// A batch takes milliseconds to seconds: its delete, and a marking of what is new since.
@@ -23,41 +23,65 @@ struct SweepMarker: Sendable {
     /// The marker's ref.
     let name: String
 
-    /// Marks `backend`: a batch of a sweep is about to be deleted.
+    /// A marker for `backend`, named but not made yet: a collection notes it before making it,
+    /// so that one whose swap landed but whose answer was lost is removed all the same.
+    init(on backend: any Backend, now: Date = Date()) {
+        self.backend = backend
+        name = "\(RefName.sweepPrefix)\(Self.milliseconds(now))-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
+    }
+
+    /// Makes the marker: a batch of a sweep is about to be deleted.
     ///
     /// - Complexity: one compare-and-swap.
-    static func make(on backend: any Backend, now: Date = Date()) async throws -> SweepMarker {
-        let name = "\(RefName.sweepPrefix)\(milliseconds(now))-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
-        guard try await backend.compareAndSwap(ref: name, expected: nil, new: value(of: name)) else {
+    func make() async throws {
+        guard try await backend.compareAndSwap(ref: name, expected: nil, new: Self.value(of: name)) else {
             throw ArborError(.alreadyExists, "the sweep marker \(name) exists already", backend: backend.engineName, operation: "gc")
         }
-        return SweepMarker(backend: backend, name: name)
     }
 
     /// Removes the marker: the batch is settled. Outside the calling task, since a backend may
-    /// refuse the calls of a cancelled one; a marker that cannot be removed lapses.
-    func remove() async {
+    /// refuse the calls of a cancelled one. Whether the marker is gone (removed now, or never
+    /// made); `false` if that could not be told, for the collection to try again later.
+    ///
+    /// - Complexity: one compare-and-swap.
+    @discardableResult
+    func remove() async -> Bool {
         let (backend, name) = (backend, name)
-        await Task.detached { _ = try? await backend.compareAndSwap(ref: name, expected: Self.value(of: name), new: nil) }.value
+        return await Task.detached {
+            (try? await backend.compareAndSwap(ref: name, expected: Self.value(of: name), new: nil)) != nil
+        }.value
     }
 
-    /// Whether `ref` is a sweep marker (of any age).
-    static func isMarker(_ ref: String) -> Bool { ref.hasPrefix(RefName.sweepPrefix) }
+    /// Removes each of `markers`; returns those that could not be removed.
+    static func remove(_ markers: [SweepMarker]) async -> [SweepMarker] {
+        var left = [SweepMarker]()
+        for marker in markers where !(await marker.remove()) { left.append(marker) }
+        return left
+    }
+
+    /// Whether `ref`, holding `hash`, is a sweep marker (of any age).
+    static func isMarker(_ ref: String, holding hash: Hash) -> Bool {
+        ref.hasPrefix(RefName.sweepPrefix) && hash == value(of: ref)
+    }
 
     /// The markers among `refs` that readers follow at `now`: those that started less than
     /// ``lifetime`` from it.
     static func live(in refs: [String: Hash], now: Date = Date()) -> Set<String> {
-        Set(refs.keys.filter { ref in isMarker(ref) && age(of: ref, now: now).map { abs($0) < lifetimeMilliseconds } ?? false })
+        Set(refs.filter { ref, hash in
+            isMarker(ref, holding: hash) && age(of: ref, now: now).map { abs($0) < lifetimeMilliseconds } ?? false
+        }.keys)
     }
 
     /// Removes the markers of collections that were stopped before they could (twice
-    /// ``lifetime`` from `now`, or not parsing), when their value is the hash of their name.
+    /// ``lifetime`` from `now`, or not parsing). Best effort: one left is removed by a later
+    /// collection, and lapsed, it holds no reader.
     ///
     /// - Complexity: one read of the refs; a compare-and-swap per marker removed.
-    static func removeLapsed(on backend: any Backend, now: Date = Date()) async throws {
-        for (ref, hash) in try await backend.refs() where isMarker(ref) && hash == value(of: ref) {
+    static func removeLapsed(on backend: any Backend, now: Date = Date()) async {
+        guard let refs = try? await backend.refs() else { return }
+        for (ref, hash) in refs where isMarker(ref, holding: hash) {
             guard age(of: ref, now: now).map({ abs($0) >= 2 * lifetimeMilliseconds }) ?? true else { continue }
-            _ = try await backend.compareAndSwap(ref: ref, expected: hash, new: nil)
+            _ = try? await backend.compareAndSwap(ref: ref, expected: hash, new: nil)
         }
     }
 
@@ -71,7 +95,7 @@ struct SweepMarker: Sendable {
         let deadline = ContinuousClock.now + longest
         var pause = Duration.milliseconds(2)
         while !waited.isEmpty && ContinuousClock.now < deadline {
-            try await Task.sleep(for: pause)
+            try await Task.sleep(for: min(pause, deadline - ContinuousClock.now))
             pause = min(pause * 2, .milliseconds(100))
             // Only those seen first (a batch that began after the read missed cannot have
             // removed what it missed), and only while they are live: a killed collection's
@@ -80,7 +104,8 @@ struct SweepMarker: Sendable {
         }
     }
 
-    /// What a marker's ref holds: a hash of its name, naming no object.
+    /// What a marker's ref holds: a hash of its name, naming no object (every object begins
+    /// with the format marker, and a name never does).
     static func value(of ref: String) -> Hash { Hash.of(Array(ref.utf8)) }
 
     private static var lifetimeMilliseconds: Int64 { lifetime.components.seconds * 1000 }
