@@ -1,7 +1,8 @@
 import Arbor
+import ArborSQLite
 import ArgumentParser
 
-/// `arbor compact URL [--json]`: keeps the nodes the history replaced as deltas.
+/// `arbor compact URL [--vacuum] [--json]`: keeps the nodes the history replaced as deltas.
 public struct CompactCommand: StoreCommand {
     public static let configuration = CommandConfiguration(
         commandName: "compact",
@@ -12,14 +13,28 @@ public struct CompactCommand: StoreCommand {
             byte. Every version reads as before. Opens the store as --deltas does (a store of the earlier \
             format takes the format that holds deltas, which earlier Arbor cannot open). An interrupted one is \
             finished by running it again (which ends with the same deltas, but redoes the work). SQLite and LMDB re-use \
-            the space freed for later writes rather than shrinking their files. With --json: {"versions", \
-            "restatements", "seconds"}.
+            the space freed for later writes rather than shrinking their files: --vacuum then shrinks a sqlite: \
+            file to what its data takes (it holds the store's write lock meanwhile, and needs free disk space about \
+            the size of the data); an lmdb: store is made small by a migration into a new one, \
+            `arbor migrate lmdb:OLD lmdb:NEW --deltas`. With --json: {"versions", "restatements", "seconds"}, and \
+            with --vacuum {"bytesBefore", "bytesAfter"} too.
             """)
 
     @OptionGroup public var store: StoreOptions
     @OptionGroup public var format: OutputOptions
 
+    @Flag(help: "Then give the space freed back to the file system (sqlite: only).")
+    public var vacuum = false
+
     public init() {}
+
+    public func validate() throws {
+        guard vacuum else { return }
+        // Parsed here for its scheme only; a URL that does not parse fails as the command runs.
+        if case .sqlite? = try? store.location() { return }
+        throw ValidationError(
+            "--vacuum shrinks sqlite: files only; an lmdb: store is made small by a migration into a new one: arbor migrate lmdb:OLD lmdb:NEW --deltas")
+    }
 
     public func run() async throws { try await executeOnStandardOutput() }
 
@@ -28,16 +43,26 @@ public struct CompactCommand: StoreCommand {
         defer { bar.finish() }
         var options = store
         options.deltas = true
-        let report = try await options.withStore { store in try await store.compactHistory(progress: bar.handler) }
+        let (report, sizes) = try await options.withStore { store in
+            let report = try await store.compactHistory(progress: bar.handler)
+            guard vacuum else { return (report, (before: Int, after: Int)?.none) }
+            guard let sqlite = store.backend as? SQLiteBackend else {
+                throw ArborError(.invalidInput, "--vacuum shrinks sqlite: files only", backend: store.backend.engineName, operation: "vacuum")
+            }
+            return (report, try await sqlite.vacuum())
+        }
         bar.finish()
         if format.json {
-            print(JSONValue.object([
+            var fields: [(String, JSONValue)] = [
                 ("versions", .number(String(report.versions))), ("restatements", .number(String(report.restatements))),
                 ("seconds", Rendering.number(report.seconds)),
-            ]).serialized(pretty: true), to: &output)
+            ]
+            if let sizes { fields += [("bytesBefore", .number(String(sizes.before))), ("bytesAfter", .number(String(sizes.after)))] }
+            print(JSONValue.object(fields).serialized(pretty: true), to: &output)
         } else {
             print("compacted \(Rendering.count(report.versions, "version", "versions")): "
                 + "\(Rendering.count(report.restatements, "node", "nodes")) offered as deltas; \(Rendering.seconds(report.seconds))", to: &output)
+            if let sizes { print("vacuumed: \(ProgressBar.bytes(sizes.before)) -> \(ProgressBar.bytes(sizes.after))", to: &output) }
         }
     }
 }

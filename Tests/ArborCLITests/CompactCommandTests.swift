@@ -14,7 +14,8 @@ import Testing
 
     @Test func parsing() throws {
         let compact = try #require(try ArborCommand.parseAsRoot(["compact", "sqlite:/a", "--json"]) as? CompactCommand)
-        #expect(compact.store.url == "sqlite:/a" && compact.format.json)
+        #expect(compact.store.url == "sqlite:/a" && compact.format.json && !compact.vacuum)
+        #expect(try (ArborCommand.parseAsRoot(["compact", "sqlite:/a", "--vacuum"]) as? CompactCommand)?.vacuum == true)
         let exchange = try #require(try ArborCommand.parseAsRoot(["exchange", "json:/a", "lmdb:/b", "--deltas"]) as? ExchangeCommand)
         #expect(exchange.stores.deltas)
         #expect(try (ArborCommand.parseAsRoot(["exchange", "json:/a", "lmdb:/b"]) as? ExchangeCommand)?.stores.deltas == false)
@@ -49,6 +50,19 @@ import Testing
             #expect(try await ExchangeKillTests.deltaCount(copy) > 0)
             #expect(exchanged["restatements"] != nil && exchanged["restatements"] != .number("0"))
             #expect(try await arbor("heads", copy) == (try await arbor("heads", whole)))
+
+            let vacuumed = try json(try await arbor("compact", whole, "--vacuum", "--json"))
+            guard case .number(let bytesBefore)? = vacuumed["bytesBefore"], case .number(let bytesAfter)? = vacuumed["bytesAfter"],
+                  let beforeBytes = Int(bytesBefore), let afterBytes = Int(bytesAfter) else {
+                Issue.record("no sizes in \(vacuumed)")
+                return
+            }
+            #expect(afterBytes < beforeBytes, "the file shrank: \(beforeBytes) -> \(afterBytes) bytes")
+            #expect(try await arbor("get", whole, "Task", "t014") == before)
+            #expect(try await arbor("compact", whole, "--vacuum").contains("vacuumed: "))
+            #expect { try ArborCommand.parseAsRoot(["compact", copy, "--vacuum"]) } throws: {
+                ArborCommand.message(for: $0).contains("arbor migrate lmdb:OLD lmdb:NEW --deltas")
+            }
 
             await #expect { try await arbor("compact", "memory:") } throws: { ($0 as? ArborError)?.code == .invalidInput }
             _ = try await arbor("init", "json:\(folder)/c")

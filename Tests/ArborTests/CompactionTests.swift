@@ -156,6 +156,32 @@ import Testing
     }
 
     /// A store that keeps no deltas refuses to compact, and writes nothing.
+    /// After a compaction, a vacuum gives the space the deltas freed back to the file system:
+    /// the SQLite file shrinks, every version reads as before and verifies, and commits go on.
+    @Test func aVacuumAfterACompactionShrinksTheSQLiteFile() async throws {
+        try await withPaths(1) { paths in
+            let reference = Store(backend: MemoryBackend(), configuration: .init(replica: "a"))
+            let versions = try await Self.writeHistory(reference, seed: 9)
+            let whole = try SQLiteBackend.create(.init(path: paths[0], synchronous: false))
+            try await reference.exchange(to: Store(backend: whole))
+            try await whole.close()
+            let backend = try SQLiteBackend.open(.init(path: paths[0], synchronous: false, restatesReplacedNodes: true))
+            let store = Store(backend: backend)
+            _ = try await store.compactHistory()
+            let compacted = backend.fileBytes
+            let (before, after) = try await backend.vacuum()
+            #expect(before == compacted)
+            #expect(after < before * 3 / 4, "the file shrank: \(before) -> \(after) bytes")
+            #expect(after == backend.fileBytes)
+            try await Self.expectSameHistory(store, reference, versions)
+            var random = SeededGenerator(seed: 1)
+            let next = try await store.commit(try DeltaHistoryCheck.changes(round: 20, using: &random))
+            #expect(try await store.heads().map(\.id) == [next.id])
+            try await backend.close()
+            await #expect { try await backend.vacuum() } throws: { ($0 as? ArborError)?.code == .closed }
+        }
+    }
+
     @Test func aStoreThatKeepsNoDeltasRefusesToCompact() async throws {
         let store = Store(backend: MemoryBackend())
         _ = try await Self.writeHistory(store, seed: 3)
