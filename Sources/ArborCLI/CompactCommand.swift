@@ -1,5 +1,4 @@
 import Arbor
-import ArborSQLite
 import ArgumentParser
 
 /// `arbor compact URL [--vacuum] [--json]`: keeps the nodes the history replaced as deltas.
@@ -23,18 +22,11 @@ public struct CompactCommand: StoreCommand {
     @OptionGroup public var store: StoreOptions
     @OptionGroup public var format: OutputOptions
 
-    @Flag(help: "Then give the space freed back to the file system (sqlite: only).")
-    public var vacuum = false
+    @OptionGroup public var space: VacuumOptions
 
     public init() {}
 
-    public func validate() throws {
-        guard vacuum else { return }
-        // Parsed here for its scheme only; a URL that does not parse fails as the command runs.
-        if case .sqlite? = try? store.location() { return }
-        throw ValidationError(
-            "--vacuum shrinks sqlite: files only; an lmdb: store is made small by a migration into a new one: arbor migrate lmdb:OLD lmdb:NEW --deltas")
-    }
+    public func validate() throws { try space.check(store) }
 
     public func run() async throws { try await executeOnStandardOutput() }
 
@@ -45,24 +37,18 @@ public struct CompactCommand: StoreCommand {
         options.deltas = true
         let (report, sizes) = try await options.withStore { store in
             let report = try await store.compactHistory(progress: bar.handler)
-            guard vacuum else { return (report, (before: Int, after: Int)?.none) }
-            guard let sqlite = store.backend as? SQLiteBackend else {
-                throw ArborError(.invalidInput, "--vacuum shrinks sqlite: files only", backend: store.backend.engineName, operation: "vacuum")
-            }
-            return (report, try await sqlite.vacuum())
+            return (report, try await space.run(on: store))
         }
         bar.finish()
         if format.json {
-            var fields: [(String, JSONValue)] = [
+            print(JSONValue.object([
                 ("versions", .number(String(report.versions))), ("restatements", .number(String(report.restatements))),
                 ("seconds", Rendering.number(report.seconds)),
-            ]
-            if let sizes { fields += [("bytesBefore", .number(String(sizes.before))), ("bytesAfter", .number(String(sizes.after)))] }
-            print(JSONValue.object(fields).serialized(pretty: true), to: &output)
+            ] + VacuumOptions.fields(sizes)).serialized(pretty: true), to: &output)
         } else {
             print("compacted \(Rendering.count(report.versions, "version", "versions")): "
                 + "\(Rendering.count(report.restatements, "node", "nodes")) offered as deltas; \(Rendering.seconds(report.seconds))", to: &output)
-            if let sizes { print("vacuumed: \(ProgressBar.bytes(sizes.before)) -> \(ProgressBar.bytes(sizes.after))", to: &output) }
+            if let sizes { print(VacuumOptions.line(sizes), to: &output) }
         }
     }
 }

@@ -2,7 +2,7 @@ import Arbor
 import ArgumentParser
 import Foundation
 
-/// `arbor gc URL [--grace SECONDS] [--json]`: removes what no ref reaches.
+/// `arbor gc URL [--grace SECONDS] [--vacuum] [--json]`: removes what no ref reaches.
 public struct GarbageCollectCommand: StoreCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "gc",
@@ -13,9 +13,11 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
             batches, writing back anything a commit that landed during the sweep re-used. Safe while other \
             processes commit, as long as no commit takes longer than the grace period; an exchange into the \
             store that runs over a second claims it while it copies, and gc removes nothing meanwhile \
-            (stoppedForExchange: run gc again later); that needs a grace period over 26 seconds. With \
-            --json: {"reachableObjects", "removedObjects", "removedBytes", "keptLate", "rescued", \
-            "stoppedForExchange", "seconds"}.
+            (stoppedForExchange: run gc again later); that needs a grace period over 26 seconds. SQLite and \
+            LMDB keep the space freed for later writes: --vacuum then shrinks a sqlite: file to what its data \
+            takes (holding the write lock meanwhile). With --json: {"reachableObjects", "removedObjects", \
+            "removedBytes", "keptLate", "rescued", "stoppedForExchange", "seconds"}, and with --vacuum \
+            {"bytesBefore", "bytesAfter"} too.
             """)
 
     @OptionGroup public var store: StoreOptions
@@ -25,9 +27,12 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
 
     @OptionGroup public var format: OutputOptions
 
+    @OptionGroup public var space: VacuumOptions
+
     public init() {}
 
     public func validate() throws {
+        try space.check(store)
         // Bounded so that the milliseconds fit an Int64 (a billion seconds is over 31 years).
         guard grace >= 0, grace <= 1e9 else { throw ValidationError("--grace must be a number of seconds from 0 to 1000000000") }
     }
@@ -45,10 +50,11 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
     private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period (and for exchanges then claiming the store) for writers that found removed objects present, and writes those back; Ctrl-C again to stop at once (then run arbor verify)\n"
 
     public func execute(_ output: inout some TextOutputStream) async throws {
-        let report: GarbageCollectionReport
+        let (report, sizes): (GarbageCollectionReport, (before: Int, after: Int)?)
         do {
-            report = try await store.withStore { store in
-                try await store.collectGarbage(gracePeriod: .milliseconds(Int64((grace * 1000).rounded())))
+            (report, sizes) = try await store.withStore { store in
+                let report = try await store.collectGarbage(gracePeriod: .milliseconds(Int64((grace * 1000).rounded())))
+                return (report, try await space.run(on: store))
             }
         } catch is CancellationError {
             var errors = StandardStream.error
@@ -61,11 +67,12 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
                 ("removedBytes", .number(String(report.removedBytes))), ("keptLate", .number(String(report.keptLate))),
                 ("rescued", .number(String(report.rescued))), ("stoppedForExchange", .bool(report.stoppedForExchange)),
                 ("seconds", Rendering.number(report.seconds)),
-            ]).serialized(pretty: true), to: &output)
+            ] + VacuumOptions.fields(sizes)).serialized(pretty: true), to: &output)
         } else {
             print("removed \(Rendering.count(report.removedObjects, "object", "objects")) (\(ProgressBar.bytes(report.removedBytes))); "
                   + "kept \(report.reachableObjects) reachable, \(report.keptLate) written by commits in flight, "
                   + "\(report.rescued) written back; \(Rendering.seconds(report.seconds))", to: &output)
+            if let sizes { print(VacuumOptions.line(sizes), to: &output) }
             if report.stoppedForExchange {
                 print("an exchange into the store was in flight, so the sweep stopped: run arbor gc again once it is done", to: &output)
             }

@@ -14,8 +14,9 @@ import Testing
 
     @Test func parsing() throws {
         let compact = try #require(try ArborCommand.parseAsRoot(["compact", "sqlite:/a", "--json"]) as? CompactCommand)
-        #expect(compact.store.url == "sqlite:/a" && compact.format.json && !compact.vacuum)
-        #expect(try (ArborCommand.parseAsRoot(["compact", "sqlite:/a", "--vacuum"]) as? CompactCommand)?.vacuum == true)
+        #expect(compact.store.url == "sqlite:/a" && compact.format.json && !compact.space.vacuum)
+        #expect(try (ArborCommand.parseAsRoot(["compact", "sqlite:/a", "--vacuum"]) as? CompactCommand)?.space.vacuum == true)
+        #expect(try (ArborCommand.parseAsRoot(["gc", "sqlite:/a", "--vacuum"]) as? GarbageCollectCommand)?.space.vacuum == true)
         let exchange = try #require(try ArborCommand.parseAsRoot(["exchange", "json:/a", "lmdb:/b", "--deltas"]) as? ExchangeCommand)
         #expect(exchange.stores.deltas)
         #expect(try (ArborCommand.parseAsRoot(["exchange", "json:/a", "lmdb:/b"]) as? ExchangeCommand)?.stores.deltas == false)
@@ -24,8 +25,9 @@ import Testing
     }
 
     /// A store written whole is compacted: its nodes become deltas, every version reads as
-    /// before and verifies; compacting again keeps nothing more. An exchange with --deltas keeps
-    /// what it brings as deltas; an engine that cannot is refused.
+    /// before and verifies; compacting again keeps nothing more; --vacuum (after compact or gc)
+    /// shrinks a SQLite file, and is refused for LMDB. An exchange with --deltas keeps what it
+    /// brings as deltas; an engine that cannot is refused.
     @Test func compactAndExchangeWithDeltas() async throws {
         try await withFolder { folder in
             let (whole, copy) = ("sqlite:\(folder)/a.db", "lmdb:\(folder)/b")
@@ -60,6 +62,10 @@ import Testing
             #expect(afterBytes < beforeBytes, "the file shrank: \(beforeBytes) -> \(afterBytes) bytes")
             #expect(try await arbor("get", whole, "Task", "t014") == before)
             #expect(try await arbor("compact", whole, "--vacuum").contains("vacuumed: "))
+            let collected = try json(try await arbor("gc", whole, "--grace", "0", "--vacuum", "--json"))
+            #expect(collected["bytesAfter"] != nil && collected["removedObjects"] != nil, "\(collected)")
+            #expect(try await arbor("gc", whole, "--grace", "0", "--vacuum").contains("vacuumed: "))
+            #expect { try ArborCommand.parseAsRoot(["gc", copy, "--vacuum"]) } throws: { ArborCommand.message(for: $0).contains("sqlite: files only") }
             #expect { try ArborCommand.parseAsRoot(["compact", copy, "--vacuum"]) } throws: {
                 ArborCommand.message(for: $0).contains("arbor migrate lmdb:OLD lmdb:NEW --deltas")
             }
