@@ -211,11 +211,7 @@ final class SQLiteConnection: @unchecked Sendable {
     /// up to the busy timeout for other processes) or `BEGIN` (a read snapshot). Commits if `body`
     /// returns, rolls back if it throws.
     func transaction<R>(immediate: Bool, _ body: () throws -> R) throws -> R {
-        // A transaction a failed ROLLBACK left open would fail this BEGIN and every later one
-        // (and pin a reader's snapshot, so the WAL grows): end it first.
-        if let handle, sqlite3_get_autocommit(handle) == 0 {
-            try withStatement("ROLLBACK") { try $0.run() }
-        }
+        try endLeftoverTransaction()
         try withStatement(immediate ? "BEGIN IMMEDIATE" : "BEGIN") { try $0.run() }
         let value: R
         do {
@@ -230,6 +226,24 @@ final class SQLiteConnection: @unchecked Sendable {
             throw error
         }
         return value
+    }
+
+    /// Rolls back a transaction a failed ROLLBACK left open, which would fail the next BEGIN (or
+    /// VACUUM) and every later one, and pin a reader's snapshot, so that the WAL grows.
+    func endLeftoverTransaction() throws {
+        if let handle, sqlite3_get_autocommit(handle) == 0 {
+            try withStatement("ROLLBACK") { try $0.run() }
+        }
+    }
+
+    /// Checkpoints the write-ahead log and truncates it to nothing (`PRAGMA
+    /// wal_checkpoint(TRUNCATE)`). `false` if a reader's snapshot (or a writer past the busy
+    /// timeout) kept it from finishing: the pragma reports that in its row, not as an error.
+    func checkpointTruncating() throws -> Bool {
+        try withStatement("PRAGMA wal_checkpoint(TRUNCATE)") { statement in
+            guard try statement.step() else { return true }
+            return statement.integer(0) == 0
+        }
     }
 
     /// Runs `body`, which executes `statements` reads, so that they all see one snapshot: in a

@@ -13,10 +13,11 @@ public struct CompactCommand: StoreCommand {
             format takes the format that holds deltas, which earlier Arbor cannot open). An interrupted one is \
             finished by running it again (which ends with the same deltas, but redoes the work). SQLite and LMDB re-use \
             the space freed for later writes rather than shrinking their files: --vacuum then shrinks a sqlite: \
-            file to what its data takes (it holds the store's write lock meanwhile, and needs free disk space about \
-            the size of the data); an lmdb: store is made small by a migration into a new one, \
+            file to what its data takes (it holds the store's write lock meanwhile, so other processes' commits \
+            wait for it, and needs free disk space about twice the size of the data, half of it in SQLite's \
+            temporary directory, SQLITE_TMPDIR); an lmdb: store is made small by a migration into a new one, \
             `arbor migrate lmdb:OLD lmdb:NEW --deltas`. With --json: {"versions", "restatements", "seconds"}, and \
-            with --vacuum {"bytesBefore", "bytesAfter"} too.
+            with --vacuum {"bytesBefore", "bytesAfter", "logTruncated", "vacuumSeconds"} too.
             """)
 
     @OptionGroup public var store: StoreOptions
@@ -35,20 +36,21 @@ public struct CompactCommand: StoreCommand {
         defer { bar.finish() }
         var options = store
         options.deltas = true
-        let (report, sizes) = try await options.withStore { store in
+        let (report, vacuumed) = try await options.withStore { store in
             let report = try await store.compactHistory(progress: bar.handler)
-            return (report, try await space.run(on: store))
+            return (report, await space.run(on: store))
         }
         bar.finish()
         if format.json {
             print(JSONValue.object([
                 ("versions", .number(String(report.versions))), ("restatements", .number(String(report.restatements))),
                 ("seconds", Rendering.number(report.seconds)),
-            ] + VacuumOptions.fields(sizes)).serialized(pretty: true), to: &output)
+            ] + VacuumOptions.fields(vacuumed)).serialized(pretty: true), to: &output)
         } else {
             print("compacted \(Rendering.count(report.versions, "version", "versions")): "
                 + "\(Rendering.count(report.restatements, "node", "nodes")) offered as deltas; \(Rendering.seconds(report.seconds))", to: &output)
-            if let sizes { print(VacuumOptions.line(sizes), to: &output) }
+            for line in VacuumOptions.lines(vacuumed) { print(line, to: &output) }
         }
+        try VacuumOptions.throwIfFailed(vacuumed)
     }
 }

@@ -15,9 +15,10 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
             store that runs over a second claims it while it copies, and gc removes nothing meanwhile \
             (stoppedForExchange: run gc again later); that needs a grace period over 26 seconds. SQLite and \
             LMDB keep the space freed for later writes: --vacuum then shrinks a sqlite: file to what its data \
-            takes (holding the write lock meanwhile). With --json: {"reachableObjects", "removedObjects", \
+            takes (holding the write lock meanwhile: other processes' commits wait for it, and fail past their \
+            busy timeout; it is skipped while an exchange is in flight). With --json: {"reachableObjects", "removedObjects", \
             "removedBytes", "keptLate", "rescued", "stoppedForExchange", "seconds"}, and with --vacuum \
-            {"bytesBefore", "bytesAfter"} too.
+            {"bytesBefore", "bytesAfter", "logTruncated", "vacuumSeconds"} (or {"vacuumSkipped"}) too.
             """)
 
     @OptionGroup public var store: StoreOptions
@@ -50,11 +51,13 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
     private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period (and for exchanges then claiming the store) for writers that found removed objects present, and writes those back; Ctrl-C again to stop at once (then run arbor verify)\n"
 
     public func execute(_ output: inout some TextOutputStream) async throws {
-        let (report, sizes): (GarbageCollectionReport, (before: Int, after: Int)?)
+        let (report, vacuumed): (GarbageCollectionReport, VacuumOptions.Outcome?)
         do {
-            (report, sizes) = try await store.withStore { store in
+            (report, vacuumed) = try await store.withStore { store in
                 let report = try await store.collectGarbage(gracePeriod: .milliseconds(Int64((grace * 1000).rounded())))
-                return (report, try await space.run(on: store))
+                // An exchange writing into the store would wait for the vacuum's lock, and may fail.
+                let busy = report.stoppedForExchange ? "an exchange into the store was in flight; run arbor gc --vacuum again once it is done" : nil
+                return (report, await space.run(on: store, skipping: busy))
             }
         } catch is CancellationError {
             var errors = StandardStream.error
@@ -67,15 +70,16 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
                 ("removedBytes", .number(String(report.removedBytes))), ("keptLate", .number(String(report.keptLate))),
                 ("rescued", .number(String(report.rescued))), ("stoppedForExchange", .bool(report.stoppedForExchange)),
                 ("seconds", Rendering.number(report.seconds)),
-            ] + VacuumOptions.fields(sizes)).serialized(pretty: true), to: &output)
+            ] + VacuumOptions.fields(vacuumed)).serialized(pretty: true), to: &output)
         } else {
             print("removed \(Rendering.count(report.removedObjects, "object", "objects")) (\(ProgressBar.bytes(report.removedBytes))); "
                   + "kept \(report.reachableObjects) reachable, \(report.keptLate) written by commits in flight, "
                   + "\(report.rescued) written back; \(Rendering.seconds(report.seconds))", to: &output)
-            if let sizes { print(VacuumOptions.line(sizes), to: &output) }
+            for line in VacuumOptions.lines(vacuumed) { print(line, to: &output) }
             if report.stoppedForExchange {
                 print("an exchange into the store was in flight, so the sweep stopped: run arbor gc again once it is done", to: &output)
             }
         }
+        try VacuumOptions.throwIfFailed(vacuumed)
     }
 }

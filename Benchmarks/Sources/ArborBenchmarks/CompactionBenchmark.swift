@@ -69,12 +69,11 @@ struct CompactionBenchmark {
                          engine, report.seconds, compacted.disk, compacted.data, report.versions, report.restatements))
             if engine == "sqlite", let backend = try store.open("whole", create: false, deltas: true) as? SQLiteBackend {
                 // The space given back: the file shrinks to its data (the anchor: the compacting copy's size).
-                let start = ContinuousClock.now
-                let (before, after) = try await backend.vacuum()
-                let seconds = (ContinuousClock.now - start).seconds
+                let vacuumed = try await backend.vacuum()
                 try await backend.close()
                 print(String(format: "%-6@ vacuum after compaction:  %7.1f s   on disk %8.1f MB (from %.1f MB; %.2fx the compacting copy's data)",
-                             engine, seconds, Double(after) / 1e6, Double(before) / 1e6, Double(after) / 1e6 / compacted.data))
+                             engine, vacuumed.seconds, Double(vacuumed.bytesAfter) / 1e6, Double(vacuumed.bytesBefore) / 1e6,
+                             Double(vacuumed.bytesAfter) / 1e6 / compacted.data))
             }
             print(String(format: "%-6@ compacted data / data of commits restating: %.2fx; compaction / whole commits: %.2fx the time; migration into deltas / into whole: %.2fx the time",
                          engine, compacted.data / restatingSize.data, report.seconds / wholeSeconds, (migrations[true] ?? 0) / (migrations[false] ?? 1)))

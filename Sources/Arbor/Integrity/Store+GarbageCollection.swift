@@ -135,7 +135,8 @@ extension Store {
                     report.removedObjects += batch.count
                     let written = try await rescue(&walk, from: &removed)
                     (report.rescued, rescuedBytes) = (report.rescued + written.objects, rescuedBytes + written.bytes)
-                    if await marker.remove() { unsettled.removeAll { $0.name == marker.name } }
+                    // This batch's marker, and any an earlier batch could not remove.
+                    unsettled = await SweepMarker.remove(unsettled)
                     let live = try await TransferReservation.live(on: backend)
                     if !live.isEmpty {
                         claimants = live
@@ -231,6 +232,9 @@ extension Store {
                         "the collection could not mark the store once more after its sweep, to write back what writers re-used (\(count) removed objects were not checked): \(cause)\(stopped.map { "; it had stopped: \($0)" } ?? ""); run `verify`, which names any object missing",
                         backend: backend.engineName, operation: "gc", underlying: error)
                 }
+            } else if !unsettled.isEmpty {
+                // Nothing removed is left to write back (all of it was, or had no bytes).
+                _ = await SweepMarker.remove(unsettled)
             }
             report.removedObjects -= report.rescued
             report.removedBytes -= rescuedBytes
