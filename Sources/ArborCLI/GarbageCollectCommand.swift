@@ -13,11 +13,12 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
             batches, writing back anything a commit that landed during the sweep re-used. Safe while other \
             processes commit, as long as no commit takes longer than the grace period; an exchange into the \
             store that runs over a second claims it while it copies, and gc removes nothing meanwhile \
-            (stoppedForExchange: run gc again later); that needs a grace period over 26 seconds. SQLite and \
+            (stoppedForExchange: run gc again later; one still in flight after ten minutes has all that gc removed \
+            written back, restoredForExchange); that needs a grace period over 26 seconds. SQLite and \
             LMDB keep the space freed for later writes: --vacuum then shrinks a sqlite: file to what its data \
             takes (holding the write lock meanwhile: other processes' commits wait for it, and fail past their \
             busy timeout; it is skipped while an exchange is in flight). With --json: {"reachableObjects", "removedObjects", \
-            "removedBytes", "keptLate", "rescued", "stoppedForExchange", "seconds"}, and with --vacuum \
+            "removedBytes", "keptLate", "rescued", "stoppedForExchange", "restoredForExchange", "seconds"}, and with --vacuum \
             {"bytesBefore", "bytesAfter", "logTruncated", "vacuumSeconds"} (or {"vacuumSkipped"}) too.
             """)
 
@@ -48,7 +49,7 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
         try await work.value
     }
 
-    private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period (and for exchanges then claiming the store) for writers that found removed objects present, and writes those back; Ctrl-C again to stop at once (then run arbor verify)\n"
+    private static let stoppingMessage: StaticString = "\nstopping: a collection that has begun removing waits its grace period for writers that found removed objects present, and writes those back (with an exchange claiming the store, all it removed); Ctrl-C again to stop at once (then run arbor verify)\n"
 
     public func execute(_ output: inout some TextOutputStream) async throws {
         let (report, vacuumed): (GarbageCollectionReport, VacuumOptions.Outcome?)
@@ -69,6 +70,7 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
                 ("reachableObjects", .number(String(report.reachableObjects))), ("removedObjects", .number(String(report.removedObjects))),
                 ("removedBytes", .number(String(report.removedBytes))), ("keptLate", .number(String(report.keptLate))),
                 ("rescued", .number(String(report.rescued))), ("stoppedForExchange", .bool(report.stoppedForExchange)),
+                ("restoredForExchange", .number(String(report.restoredForExchange))),
                 ("seconds", Rendering.number(report.seconds)),
             ] + VacuumOptions.fields(vacuumed)).serialized(pretty: true), to: &output)
         } else {
@@ -78,6 +80,9 @@ public struct GarbageCollectCommand: StoreCommand, Sendable {
             for line in VacuumOptions.lines(vacuumed) { print(line, to: &output) }
             if report.stoppedForExchange {
                 print("an exchange into the store was in flight, so the sweep stopped: run arbor gc again once it is done", to: &output)
+            }
+            if report.restoredForExchange > 0 {
+                print("it was still in flight when the collection stopped waiting for it: the \(Rendering.count(report.restoredForExchange, "object", "objects")) removed were written back, unchecked", to: &output)
             }
         }
         try VacuumOptions.throwIfFailed(vacuumed)

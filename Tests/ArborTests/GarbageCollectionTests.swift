@@ -525,9 +525,10 @@ extension GarbageCollectionTests {
     /// batch present: the collection stops, and goes on marking until that exchange is done,
     /// however long after the grace period, writing back what it re-used once its heads moved. So
     /// does a second exchange claiming the store once the grace period is over (exchanges claim
-    /// only after a delay). Also when the collection is cancelled in that batch on a backend that
-    /// refuses the calls of a cancelled task, as PostgreSQL does, and when a marking during the
-    /// wait fails. (The first claim is made just after the delete here, as if it landed during it.)
+    /// only after a delay); also when a marking during the wait fails. Cancelled in that batch,
+    /// on a backend that refuses the calls of a cancelled task as PostgreSQL does, it writes
+    /// back everything it removed instead of waiting (``aCollectionWaitsForAnExchangeOnlySoLong(cancelled:)``),
+    /// and the exchanges land onto what they found present all the same. (The first claim is made just after the delete here, as if it landed during it.)
     @Test(arguments: [(false, false), (true, false), (false, true)])
     func aCollectionClaimedDuringABatchWaitsForThatExchange(cancelled: Bool, failingAMarking: Bool) async throws {
         let inner = MemoryBackend()
@@ -576,14 +577,67 @@ extension GarbageCollectionTests {
             #expect(report.stoppedForExchange && report.rescued >= 1)
         }
         let waited = ContinuousClock.now - started
-        #expect(waited >= .milliseconds(600) && waited < .seconds(60))
+        #expect(waited >= .milliseconds(cancelled ? 20 : 600) && waited < .seconds(60))
         let revived = try await #require(landed.withLock { $0 }).value
-        // The collection waited for the second exchange too.
-        let second = try #require(later.value)
-        #expect(try await inner.refs()[second.name] == nil)
+        if !cancelled {
+            // The collection waited for the second exchange too.
+            let second = try #require(later.value)
+            #expect(try await inner.refs()[second.name] == nil)
+        }
         let after = try await store.verify()
         #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
         #expect(try await store.values(Task.self, at: revived).count == 400)
+    }
+
+    /// A collection waits for an exchange that claimed the store during its sweep only so long
+    /// (`longestWaitForExchanges`), or until it is cancelled: it then writes back everything it
+    /// removed, unchecked, so that the exchange, landing later onto objects it found present,
+    /// finds them there. (It used to wait as long as the exchange ran, and a Ctrl-C waited too.)
+    @Test(arguments: [false, true]) func aCollectionWaitsForAnExchangeOnlySoLong(cancelled: Bool) async throws {
+        let inner = MemoryBackend()
+        // Top down, one at a time: the orphan's head set, its version, then its index's root.
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 3)
+        let landed = Mutex<_Concurrency.Task<Hash, any Error>?>(nil)
+        let revived = SharedValue(false)
+        let claimed = SharedValue(false)
+        backend.onDelete = {
+            // Claimed as the root goes: the exchange found it present, and lands 10 s from now.
+            let claim = try await TransferReservation.make(on: inner)
+            claimed.set(true)
+            let exchange = _Concurrency.Task.detached {
+                try await _Concurrency.Task.sleep(for: .seconds(10))
+                let version = try await self.revive(orphan, on: inner, through: store)
+                revived.set(true)
+                await claim.remove()
+                return version
+            }
+            landed.withLock { $0 = exchange }
+        }
+        let collection = _Concurrency.Task {
+            try await store.collectGarbage(
+                gracePeriod: .milliseconds(20), progress: nil, sweepBatch: 1, longestWaitForExchanges: cancelled ? .seconds(600) : .milliseconds(300))
+        }
+        if cancelled {
+            // Once it waits for the exchange.
+            while !claimed.value { try await _Concurrency.Task.sleep(for: .milliseconds(5)) }
+            try await _Concurrency.Task.sleep(for: .milliseconds(200))
+            collection.cancel()
+            // Cancelled once its sweep is over, it reports what it did (in its sweep, it throws).
+            do {
+                let report = try await collection.value
+                #expect(report.stoppedForExchange && report.restoredForExchange >= 1, "\(report)")
+            } catch is CancellationError {}
+        } else {
+            let report = try await collection.value
+            #expect(report.stoppedForExchange && report.restoredForExchange >= 1 && report.removedObjects == 0, "\(report)")
+        }
+        #expect(!revived.value, "it stopped waiting before the exchange landed")
+        // Everything removed is back, the orphan's index among it.
+        #expect(try await inner.contains([orphan.root]) == [orphan.root])
+        let version = try await #require(landed.withLock { $0 }).value
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        #expect(try await store.values(Task.self, at: version).count == 400)
     }
 
     /// A claim is renewed by a task of its own, whatever the exchange is doing (a single large

@@ -13,7 +13,7 @@ extension Store {
     ///
     /// Once it has run for the target's ``Configuration/exchangeClaimDelay``, the exchange claims
     /// the target with a `transfers/` ref (FORMAT.md, section 8.1), so that a collection there
-    /// (``collectGarbage(gracePeriod:progress:)``) removes nothing the exchange found present or
+    /// (``collectGarbage(gracePeriod:longestWaitForExchanges:progress:)``) removes nothing the exchange found present or
     /// wrote; it drops the claim once the heads moved, or when it fails. One that could not claim
     /// the target in time fails without moving the heads.
     ///

@@ -1,6 +1,7 @@
 import Foundation
+import Synchronization
 
-/// What ``Store/collectGarbage(gracePeriod:progress:)`` did.
+/// What ``Store/collectGarbage(gracePeriod:longestWaitForExchanges:progress:)`` did.
 public struct GarbageCollectionReport: Sendable {
     /// Objects reachable from the refs (kept).
     public var reachableObjects = 0
@@ -12,6 +13,11 @@ public struct GarbageCollectionReport: Sendable {
     public var keptLate = 0
     /// Removed objects that a commit landing during the sweep turned out to use, written back.
     public var rescued = 0
+    /// Removed objects written back unchecked, because an exchange into the store still claimed
+    /// it once the collection had waited its longest for exchanges, or was cancelled while it
+    /// waited: any of them may be one that exchange found present. A later collection removes
+    /// those that are garbage.
+    public var restoredForExchange = 0
     /// Whether the sweep stopped, or never began, because an exchange into the store was in
     /// flight: a later collection removes what this one left.
     public var stoppedForExchange = false
@@ -45,7 +51,9 @@ extension Store {
     /// (``GarbageCollectionReport/stoppedForExchange``); and once its grace period after the last
     /// batch is over, it goes on marking, writing back what each exchange claiming the store
     /// re-used as its heads move, until those exchanges are done (a killed one's claim lapses
-    /// within three minutes). An exchange shorter than its delay relies on the grace period, as a
+    /// within three minutes), for at most `longestWaitForExchanges` or until it is cancelled: it
+    /// then writes back everything it removed, unchecked (``GarbageCollectionReport/restoredForExchange``),
+    /// rather than wait longer for an exchange that may still need it. An exchange shorter than its delay relies on the grace period, as a
     /// commit does, and one claims within 25 seconds after its delay or fails: so exchanges are
     /// safe with a grace period longer than the delay plus 25 seconds (26 seconds by default).
     /// Only one collection should run at a time. Objects removed are kept in memory until the
@@ -54,23 +62,28 @@ extension Store {
     ///
     /// Cancelling the task stops the collection between batches: before the sweep nothing is
     /// removed; during it, the batches removed are checked once more a grace period later (the
-    /// collection still waits that long, and for the exchanges then claiming the store) and what
-    /// a writer re-used is written back; then it throws `CancellationError`. A sweep stopped by an
+    /// collection still waits that long; with exchanges then claiming the store, it writes back
+    /// all it removed instead of waiting for them) and what a writer re-used is written back;
+    /// then it throws `CancellationError`. A sweep stopped by an
     /// error is finished the same way when the store can still be reached.
     ///
     /// - Complexity: O(*N*) reads for the *N* reachable objects, O(*G*) deletes for *G*
     ///   unreachable ones; O(*N* + *G*) hashes in memory, and the bytes of the removed objects.
     @discardableResult
-    public func collectGarbage(gracePeriod: Duration = .seconds(60), progress: TransferProgressHandler? = nil) async throws -> GarbageCollectionReport {
-        try await collectGarbage(gracePeriod: gracePeriod, progress: progress, sweepBatch: Transfer.requestSize)
+    public func collectGarbage(
+        gracePeriod: Duration = .seconds(60), longestWaitForExchanges: Duration = .seconds(600), progress: TransferProgressHandler? = nil
+    ) async throws -> GarbageCollectionReport {
+        try await collectGarbage(
+            gracePeriod: gracePeriod, progress: progress, sweepBatch: Transfer.requestSize, longestWaitForExchanges: longestWaitForExchanges)
     }
 
-    /// ``collectGarbage(gracePeriod:progress:)``, removing `sweepBatch` objects at a time (tests
+    /// ``collectGarbage(gracePeriod:longestWaitForExchanges:progress:)``, removing `sweepBatch` objects at a time (tests
     /// use small batches to land a commit between any two). After its sweep, calls that fail are
     /// tried again for `patience` (a claim's lifetime: by then no exchange that could not renew
     /// its claim moves its heads; tests of a connection that stays down shorten it).
     func collectGarbage(
-        gracePeriod: Duration, progress: TransferProgressHandler?, sweepBatch: Int, patience: Duration = TransferReservation.lifetime
+        gracePeriod: Duration, progress: TransferProgressHandler?, sweepBatch: Int, patience: Duration = TransferReservation.lifetime,
+        longestWaitForExchanges: Duration = .seconds(600)
     ) async throws -> GarbageCollectionReport {
         let started = ContinuousClock.now
         var walk = IntegrityWalk(backend: backend, progress: progress)
@@ -153,12 +166,16 @@ extension Store {
                 // run in a task of its own, so that a cancelled collection still waits and still
                 // writes back: a backend may refuse every call of a cancelled task (PostgreSQL does).
                 let restart = stopped != nil
-                let (marked, rescued, gone, unwritten) = await Task.detached { [self, walk, removed, claimants, unsettled] in
+                // Cancelled (now, or as it waits): it stops waiting for exchanges.
+                let interruption = InterruptionFlag()
+                let (marked, rescued, restored, gone, unwritten) = await withTaskCancellationHandler {
+                  await Task.detached { [self, walk, removed, claimants, unsettled, interruption] in
                     var unsettled = unsettled, walk = walk, removed = removed
                     // A marking an error stopped midway left objects counted as reached whose
                     // links were never followed: mark again from scratch.
                     if restart { walk = .sweepMarking(backend) }
                     var rescued = (objects: 0, bytes: 0)
+                    var restored = (objects: 0, bytes: 0)
                     func markAndWriteBack() async throws {
                         let written = try await rescue(&walk, from: &removed)
                         rescued = (rescued.objects + written.objects, rescued.bytes + written.bytes)
@@ -189,6 +206,14 @@ extension Store {
                             if !Self.mayPass(error) || ContinuousClock.now - lastRead >= patience { break }
                         }
                         if claimsRead && awaited.isEmpty { break }
+                        // Waited its longest, or cancelled: everything removed goes back, since
+                        // an exchange still claiming the store may have found any of it present.
+                        if !awaited.isEmpty, interruption.isSet || ContinuousClock.now - waitStarted >= longestWaitForExchanges,
+                           let written = try? await writeBackAll(removed) {
+                            restored = written
+                            removed = [:]
+                            break
+                        }
                         // Marking as the exchanges land writes back what each needs as soon as
                         // its heads move, not only once the last is done. A marking that fails
                         // (a dropped connection) is done again from scratch: one cut short leaves
@@ -215,11 +240,16 @@ extension Store {
                     }
                     // Those never settled, or not removed, lapse: readers stop waiting for them.
                     _ = await SweepMarker.remove(unsettled)
-                    return (walk, rescued, Array(removed.keys), failure.map { ($0, removed.count) })
-                }.value
+                    return (walk, rescued, restored, Array(removed.keys), failure.map { ($0, removed.count) })
+                  }.value
+                } onCancel: {
+                    interruption.set()
+                }
                 walk = marked
                 report.rescued += rescued.objects
                 rescuedBytes += rescued.bytes
+                report.restoredForExchange = restored.objects
+                rescuedBytes += restored.bytes
                 // Again: a read that fetched an object just before its batch was deleted may have
                 // cached it since.
                 forgetCached(gone)
@@ -236,7 +266,7 @@ extension Store {
                 // Nothing removed is left to write back (all of it was, or had no bytes).
                 _ = await SweepMarker.remove(unsettled)
             }
-            report.removedObjects -= report.rescued
+            report.removedObjects -= report.rescued + report.restoredForExchange
             report.removedBytes -= rescuedBytes
             if let stopped { throw stopped }
         }
@@ -310,6 +340,16 @@ extension Store {
         inPlace.verified.forget(hashes)
     }
 
+    /// Writes back every one of `removed`, children first (``sweepRank(_:)`` in reverse), in
+    /// requests of ``Transfer/requestSize``: one cut short leaves nothing present without what
+    /// it names. Returns how many, and their bytes.
+    private func writeBackAll(_ removed: [Hash: [UInt8]]) async throws -> (objects: Int, bytes: Int) {
+        let ranked = removed.map { (rank: Self.sweepRank($0.value), hash: $0.key, bytes: $0.value) }
+            .sorted { $0.rank != $1.rank ? $0.rank > $1.rank : $0.hash < $1.hash }
+        for chunk in ranked.chunks(of: Transfer.requestSize) { try await backend.put(chunk.map { ($0.hash, $0.bytes) }) }
+        return (ranked.count, ranked.reduce(0) { $0 + $1.bytes.count })
+    }
+
     /// Marks again from the refs; writes back every removed object the refs now reach, with the
     /// removed objects below it, and marks what is still there below them reached, so that no
     /// later batch removes it. Returns how many were written back, and their bytes.
@@ -353,4 +393,12 @@ extension Store {
         walk.clearMissing(rescued)
         return (rescued.count, bytes)
     }
+}
+
+/// Set once the task that waits on it is cancelled (a cancellation handler sets it), for work
+/// running in a detached task to see.
+private final class InterruptionFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }

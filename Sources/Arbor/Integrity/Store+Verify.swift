@@ -26,7 +26,7 @@ public struct VerifyReport: Sendable {
     /// Objects reachable from the refs, checked (damaged ones included).
     public var reachableObjects = 0
     public var reachableBytes = 0
-    /// Objects in the store that nothing reachable names (garbage for ``Store/collectGarbage(gracePeriod:progress:)``).
+    /// Objects in the store that nothing reachable names (garbage for ``Store/collectGarbage(gracePeriod:longestWaitForExchanges:progress:)``).
     public var unreachableObjects = 0
     /// Everything found damaged (at most ``Store/verifyDamageLimit`` listed; the counts are complete).
     public var damage: [Damage] = []

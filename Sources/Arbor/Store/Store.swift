@@ -33,7 +33,7 @@ public final class Store: Sendable {
         public var mergeResolvers: MergeResolvers
         /// How long an exchange into this store runs before it claims the store, so that a
         /// collection spares what it found present or wrote (a `transfers/` ref; see
-        /// ``Store/collectGarbage(gracePeriod:progress:)``). Shorter exchanges, like commits,
+        /// ``Store/collectGarbage(gracePeriod:longestWaitForExchanges:progress:)``). Shorter exchanges, like commits,
         /// make no claim and need no extra writes: the grace period covers them. An exchange
         /// that could not claim within 25 seconds after this delay fails without moving the heads,
         /// so a collection's grace period should be longer than the delay plus 25 seconds (the
