@@ -41,7 +41,7 @@ struct TransferReservation: Sendable {
     }
 
     /// A fresh exchange id.
-    static func newID() -> String { String(UInt64.random(in: 0...UInt64.max), radix: 16) }
+    static func newID() -> String { StampedRef.newID() }
 
     /// Makes a fresh claim, then drops the last (``KeptClaim`` paces the renewals).
     ///
@@ -78,7 +78,7 @@ struct TransferReservation: Sendable {
 
     /// Whether `ref`, holding `hash`, is a claim (of any age): a `transfers/` ref whose value is
     /// anything but the hash of its name is an ordinary ref.
-    static func isClaim(_ ref: String, holding hash: Hash) -> Bool { ref.hasPrefix(RefName.transferPrefix) && hash == value(of: ref) }
+    static func isClaim(_ ref: String, holding hash: Hash) -> Bool { StampedRef.isStamped(ref, holding: hash, prefix: RefName.transferPrefix) }
 
     /// The ids of the exchanges that claim `backend` now; first drops the claims this process
     /// abandoned, and those long lapsed (twice ``lifetime`` from now, or not parsing).
@@ -95,7 +95,7 @@ struct TransferReservation: Sendable {
         var live = Set<String>()
         for (ref, hash) in refs where isClaim(ref, holding: hash) {
             let parts = parts(of: ref)
-            let age = parts.map { milliseconds(now) - $0.start }
+            let age = parts.map { StampedRef.milliseconds(now) - $0.start }
             if mine.contains(ref) || age.map({ abs($0) >= 2 * lifetimeMilliseconds }) ?? true {
                 await drop(ref, on: backend)
             } else if let age, let parts, abs(age) < lifetimeMilliseconds {
@@ -107,11 +107,7 @@ struct TransferReservation: Sendable {
 
     /// A claim's start (milliseconds since 1970) and exchange id, from its name; `nil` for a
     /// name that does not parse.
-    static func parts(of ref: String) -> (start: Int64, id: String)? {
-        let parts = ref.dropFirst(RefName.transferPrefix.count).split(separator: "-")
-        guard parts.count == 2, let start = Int64(parts[0]) else { return nil }
-        return (start, String(parts[1]))
-    }
+    static func parts(of ref: String) -> (start: Int64, id: String)? { StampedRef.parts(of: ref, prefix: RefName.transferPrefix) }
 
     /// The exchange id in a claim's name.
     static func id(of ref: String) -> String? { parts(of: ref)?.id }
@@ -119,20 +115,18 @@ struct TransferReservation: Sendable {
     /// How long ago, at `now`, a claim started (negative when its clock is ahead); `nil` for a
     /// name that does not parse.
     static func ageMilliseconds(of ref: String, now: Date) -> Int64? {
-        parts(of: ref).map { milliseconds(now) - $0.start }
+        StampedRef.ageMilliseconds(of: ref, prefix: RefName.transferPrefix, now: now)
     }
 
     /// The name of a claim of the exchange `id` started at `date`.
     static func name(of id: String, startedAt date: Date) -> String {
-        "\(RefName.transferPrefix)\(milliseconds(date))-\(id)"
+        StampedRef.name(RefName.transferPrefix, id: id, startedAt: date)
     }
 
     /// What a claim's ref holds: a hash of its name, naming no object.
-    static func value(of ref: String) -> Hash { Hash.of(Array(ref.utf8)) }
+    static func value(of ref: String) -> Hash { StampedRef.value(of: ref) }
 
-    private static var lifetimeMilliseconds: Int64 { lifetime.components.seconds * 1000 }
-
-    private static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    private static var lifetimeMilliseconds: Int64 { StampedRef.milliseconds(lifetime) }
 
     private static func claim(_ id: String, on backend: any Backend) async throws -> String {
         let name = name(of: id, startedAt: Date())

@@ -474,10 +474,7 @@ enum ObjectFetch {
     static func verified(_ hashes: [Hash], from backend: any Backend) async throws -> [Hash: [UInt8]] {
         var objects = try await backend.get(hashes)
         let absent = hashes.filter { objects[$0] == nil }
-        if !absent.isEmpty {
-            try await SweepMarker.awaitBatchesInFlight(on: backend)
-            objects.merge(try await backend.get(absent)) { $1 }
-        }
+        if !absent.isEmpty { objects.merge(try await SweepMarker.readAgain(absent, from: backend)) { $1 } }
         for hash in hashes {
             guard let bytes = objects[hash] else { throw missing(hash, backend.engineName) }
             guard Hash.of(bytes) == hash else { throw corrupt(hash, backend.engineName) }

@@ -340,14 +340,21 @@ extension Store {
         inPlace.verified.forget(hashes)
     }
 
-    /// Writes back every one of `removed`, children first (``sweepRank(_:)`` in reverse), in
-    /// requests of ``Transfer/requestSize``: one cut short leaves nothing present without what
-    /// it names. Returns how many, and their bytes.
+    /// Writes back every one of `removed`, children first (``childrenFirst(_:)``), in requests
+    /// of ``Transfer/requestSize``: one cut short leaves nothing present without what it names.
+    /// Returns how many, and their bytes.
     private func writeBackAll(_ removed: [Hash: [UInt8]]) async throws -> (objects: Int, bytes: Int) {
-        let ranked = removed.map { (rank: Self.sweepRank($0.value), hash: $0.key, bytes: $0.value) }
-            .sorted { $0.rank != $1.rank ? $0.rank > $1.rank : $0.hash < $1.hash }
-        for chunk in ranked.chunks(of: Transfer.requestSize) { try await backend.put(chunk.map { ($0.hash, $0.bytes) }) }
-        return (ranked.count, ranked.reduce(0) { $0 + $1.bytes.count })
+        let objects = Self.childrenFirst(removed.map { ($0.key, $0.value) })
+        for chunk in objects.chunks(of: Transfer.requestSize) { try await backend.put(Array(chunk)) }
+        return (objects.count, objects.reduce(0) { $0 + $1.bytes.count })
+    }
+
+    /// `objects` in the order a write-back goes: the reverse of a sweep's (``sweepRank(_:)``),
+    /// so that what names an object comes after it.
+    private static func childrenFirst(_ objects: [(hash: Hash, bytes: [UInt8])]) -> [(hash: Hash, bytes: [UInt8])] {
+        objects.map { (rank: sweepRank($0.bytes), object: $0) }
+            .sorted { $0.rank != $1.rank ? $0.rank > $1.rank : $0.object.hash < $1.object.hash }
+            .map(\.object)
     }
 
     /// Marks again from the refs; writes back every removed object the refs now reach, with the
@@ -378,13 +385,7 @@ extension Store {
                 }
             }
         }
-        var ranked = [(rank: (kind: Int, order: UInt64, counter: UInt32), hash: Hash, bytes: [UInt8])]()
-        for hash in closure {
-            guard let bytes = removed[hash] else { continue }
-            ranked.append((Self.sweepRank(bytes), hash, bytes))
-        }
-        ranked.sort { $0.rank != $1.rank ? $0.rank > $1.rank : $0.hash < $1.hash }
-        let objects: [(hash: Hash, bytes: [UInt8])] = ranked.map { ($0.hash, $0.bytes) }
+        let objects = Self.childrenFirst(closure.compactMap { hash in removed[hash].map { (hash, $0) } })
         if !objects.isEmpty { try await backend.put(objects) }
         // Only now: a put that fails leaves them to be written back by a later marking.
         for (hash, _) in objects { removed[hash] = nil }

@@ -27,7 +27,7 @@ struct SweepMarker: Sendable {
     /// so that one whose swap landed but whose answer was lost is removed all the same.
     init(on backend: any Backend, now: Date = Date()) {
         self.backend = backend
-        name = "\(RefName.sweepPrefix)\(Self.milliseconds(now))-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
+        name = StampedRef.name(RefName.sweepPrefix, id: StampedRef.newID(), startedAt: now)
     }
 
     /// Makes the marker: a batch of a sweep is about to be deleted.
@@ -61,7 +61,7 @@ struct SweepMarker: Sendable {
 
     /// Whether `ref`, holding `hash`, is a sweep marker (of any age).
     static func isMarker(_ ref: String, holding hash: Hash) -> Bool {
-        ref.hasPrefix(RefName.sweepPrefix) && hash == value(of: ref)
+        StampedRef.isStamped(ref, holding: hash, prefix: RefName.sweepPrefix)
     }
 
     /// The markers among `refs` that readers follow at `now`: those that started less than
@@ -104,19 +104,23 @@ struct SweepMarker: Sendable {
         }
     }
 
-    /// What a marker's ref holds: a hash of its name, naming no object (every object begins
-    /// with the format marker, and a name never does).
-    static func value(of ref: String) -> Hash { Hash.of(Array(ref.utf8)) }
+    /// Objects `hashes`, which a read found missing, read once more once the batches in flight
+    /// have ended (``awaitBatchesInFlight(on:longest:)``): those a batch wrote back, found now.
+    ///
+    /// - Complexity: the wait's reads of the refs, and one request.
+    static func readAgain(_ hashes: [Hash], from backend: any Backend) async throws -> [Hash: [UInt8]] {
+        try await awaitBatchesInFlight(on: backend)
+        return try await backend.get(hashes)
+    }
 
-    private static var lifetimeMilliseconds: Int64 { lifetime.components.seconds * 1000 }
+    /// What a marker's ref holds: a hash of its name, naming no object.
+    static func value(of ref: String) -> Hash { StampedRef.value(of: ref) }
+
+    private static var lifetimeMilliseconds: Int64 { StampedRef.milliseconds(lifetime) }
 
     /// How long before `now` the marker `ref` started (negative when its clock is ahead); `nil`
     /// for a name that does not parse.
     private static func age(of ref: String, now: Date) -> Int64? {
-        let parts = ref.dropFirst(RefName.sweepPrefix.count).split(separator: "-")
-        guard parts.count == 2, let start = Int64(parts[0]) else { return nil }
-        return milliseconds(now) - start
+        StampedRef.ageMilliseconds(of: ref, prefix: RefName.sweepPrefix, now: now)
     }
-
-    private static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }

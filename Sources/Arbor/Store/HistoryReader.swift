@@ -65,8 +65,7 @@ struct HistoryReader {
         var fetched = try await backend.ancestry(of: wanted, limit: wanted.count + nextExtra())
         if checking == .throwing, case let absent = wanted.filter({ fetched[$0] == nil }), !absent.isEmpty {
             // As ObjectFetch.verified: a sweep's batch in flight may write them back.
-            try await SweepMarker.awaitBatchesInFlight(on: backend)
-            fetched.merge(try await backend.get(absent)) { $1 }
+            fetched.merge(try await SweepMarker.readAgain(absent, from: backend)) { $1 }
         }
         for hash in wanted {
             guard let bytes = fetched.removeValue(forKey: hash) else {
