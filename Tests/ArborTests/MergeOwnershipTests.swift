@@ -263,14 +263,7 @@ import Testing
                     if editing { try $0.save(Record(type: "Leaf", id: "i", properties: ["v": .int(2)])) }
                 }
             }
-            let ours: Version, theirs: Version
-            if moveIsLater {
-                ours = try await deleting()
-                theirs = try await moving()
-            } else {
-                theirs = try await moving()
-                ours = try await deleting()
-            }
+            let (ours, theirs) = try await deletingOursAndMovingTheirs(moveIsLater: moveIsLater, deleting: deleting, moving: moving)
             let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
             guard case .merged(let merged, let report) = outcome else {
                 guard case .conflicts(let conflicts) = outcome else { throw ArborError(.invalidInput, "no merge") }
@@ -287,6 +280,52 @@ import Testing
             #expect(value == (kept ? Record(type: "Leaf", id: "i", properties: ["v": .int(editing ? 2 : 1)]) : nil), "\(strategy), move later: \(moveIsLater)")
             let holders = try await store.records(ofType: "Folder", at: merged.id).filter { $0.childKeys.contains(leaf.key) }.map(\.key.id)
             #expect(holders == (kept ? ["t2"] : []))
+            #expect(try await store.verify().isIntact)
+        }
+    }
+
+    /// Ours from `deleting` and theirs from `moving`, made in the order that makes the move the
+    /// later change if `moveIsLater` (for most-recent), else the delete.
+    private func deletingOursAndMovingTheirs(
+        moveIsLater: Bool, deleting: () async throws -> Version, moving: () async throws -> Version
+    ) async throws -> (ours: Version, theirs: Version) {
+        if moveIsLater {
+            let ours = try await deleting()
+            return (ours, try await moving())
+        }
+        let theirs = try await moving()
+        return (try await deleting(), theirs)
+    }
+
+    /// As above, with the move into a property of the new holder's own: ours drops note n from
+    /// t1's `notes`, theirs moves it into t2's `pinned` (with `editing`, changing it too). Where
+    /// the delete wins, t2's `pinned` goes back to its value at the ancestor (none), so the note
+    /// goes, rather than staying because t2 could not let it go from an array.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs], [false, true])
+    func aDeleteThatMeetsAMoveIntoAPropertyOfItsOwnIsSettledTheSameWay(strategy: MergeStrategy, editing: Bool) async throws {
+        for moveIsLater in [true, false] {
+            let store = Store.ticking()
+            let note = Note(id: "n", text: "first")
+            let base = try await store.change(on: nil) {
+                try $0.save(Task(id: "t1", title: "one", done: false, notes: [note]))
+                try $0.save(Task(id: "t2", title: "two", done: false))
+            }
+            func deleting() async throws -> Version { try await store.change(on: base) { try $0.save(Task(id: "t1", title: "one", done: false)) } }
+            func moving() async throws -> Version {
+                try await store.change(on: base) {
+                    try $0.save(Task(id: "t1", title: "one", done: false))
+                    try $0.save(Task(id: "t2", title: "two", done: false, pinned: editing ? Note(id: "n", text: "edited") : note))
+                }
+            }
+            let (ours, theirs) = try await deletingOursAndMovingTheirs(moveIsLater: moveIsLater, deleting: deleting, moving: moving)
+            let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+            let merged = try #require(outcome.version)
+            #expect(reversed.version?.id == merged.id)
+            let kept = strategy == .theirs || (strategy == .mostRecent && moveIsLater)
+            #expect(try await store.value(Task.self, id: "t2", at: merged.id)?.pinned == (kept ? Note(id: "n", text: editing ? "edited" : "first") : nil),
+                    "\(strategy), move later: \(moveIsLater)")
+            #expect(try await store.value(Note.self, id: "n", at: merged.id) == (kept ? Note(id: "n", text: editing ? "edited" : "first") : nil))
+            #expect(try await store.value(Task.self, id: "t1", at: merged.id) == Task(id: "t1", title: "one", done: false))
             #expect(try await store.verify().isIntact)
         }
     }

@@ -4,7 +4,10 @@ import Testing
 @Suite struct StressFindings {
     /// One side moves note n from t0 to t3 and then deletes t0; the other, later, renames t0,
     /// which still holds n as `holding` puts it there. The store and the two sides' heads.
-    func ownerDeletedAfterMovingItsNote(_ holding: (Task, Note) -> Task) async throws -> (store: Store, ours: Version, theirs: Version, note: Note) {
+    /// With `intoItsOwn`, t3 takes the note into its `pinned`, else into its `notes`.
+    func ownerDeletedAfterMovingItsNote(
+        intoItsOwn: Bool = false, _ holding: (Task, Note) -> Task
+    ) async throws -> (store: Store, ours: Version, theirs: Version, note: Note) {
         let store = Store.ticking()
         let note = Note(id: "n", text: "moving")
         let base = try await store.change(on: nil) {
@@ -13,7 +16,7 @@ import Testing
         }
         let moved = try await store.change(on: base) {
             try $0.save(Task(id: "t0", title: "old", done: false))
-            try $0.save(Task(id: "t3", title: "other", done: false, notes: [note]))
+            try $0.save(intoItsOwn ? Task(id: "t3", title: "other", done: false, pinned: note) : Task(id: "t3", title: "other", done: false, notes: [note]))
         }
         let ours = try await store.change(on: moved) { try $0.delete(Task.self, id: "t0") }
         let theirs = try await store.change(on: base) { try $0.save(holding(Task(id: "t0", title: "renamed", done: false), note)) }
@@ -44,6 +47,70 @@ import Testing
             #expect(try await store.value(Task.self, id: "t0", at: merged.id) == Task(id: "t0", title: "renamed", done: false, pinned: note))
             #expect(try await store.value(Task.self, id: "t3", at: merged.id) == Task(id: "t3", title: "other", done: false))
         }
+    }
+
+    /// As above, but t3 took the note into its `pinned` too: neither holder can let it go from an
+    /// array. The move is undone all the same: t3's `pinned` goes back to its value at the
+    /// ancestor (none), rather than both records sharing the note.
+    @Test func aMoveIntoAPropertyOfItsOwnIsUndoneForAnOwnerKeptWholeThatHoldsItInOneToo() async throws {
+        let (store, ours, theirs, note) = try await ownerDeletedAfterMovingItsNote(intoItsOwn: true) { task, note in
+            var task = task; task.pinned = note; return task
+        }
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: .mostRecent).version)
+        #expect(try await store.value(Task.self, id: "t0", at: merged.id) == Task(id: "t0", title: "renamed", done: false, pinned: note))
+        #expect(try await store.value(Task.self, id: "t3", at: merged.id) == Task(id: "t3", title: "other", done: false))
+        #expect(try await store.merge(theirs.id, ours.id, strategy: .mostRecent).version?.id == merged.id)
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// Both sides move note n from t0's `notes` into a property of a record's own: ours into
+    /// t3's `pinned`, theirs into t5's. Ownership allows one owner, and neither can let it go from
+    /// an array: the record the strategy takes keeps it (most-recent: the key that sorts last),
+    /// and the other's `pinned` goes back to its value at the ancestor. There t5's held note p,
+    /// which theirs moved into t0's `notes`: where t5 keeps n, p stays with t0; where t5 gets p
+    /// back, t0 lets it go (that move of theirs is undone as well). The same in both directions;
+    /// manual stops there.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs, .manual])
+    func childMovedIntoTwoPropertiesOfTheirOwnStaysWithOne(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        let note = Note(id: "n", text: "moving"), other = Note(id: "p", text: "pinned at first")
+        let base = try await store.change(on: nil) {
+            try $0.save(Task(id: "t0", title: "old", done: false, notes: [note]))
+            try $0.save(Task(id: "t3", title: "three", done: false))
+            try $0.save(Task(id: "t5", title: "five", done: false, pinned: other))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(Task(id: "t0", title: "old", done: false))
+            try $0.save(Task(id: "t3", title: "three", done: false, pinned: note))
+        }
+        let theirs = try await store.change(on: base) {
+            try $0.save(Task(id: "t0", title: "old", done: false, notes: [other]))
+            try $0.save(Task(id: "t5", title: "five", done: false, pinned: note))
+        }
+        if strategy == .manual {
+            guard case .conflicts(let conflicts) = try await store.merge(ours.id, theirs.id, strategy: .manual) else {
+                Issue.record("a manual merge of a double move into properties of their own made a commit")
+                return
+            }
+            #expect(conflicts.map { "\($0.key.id).\($0.property ?? "")" } == ["t3.pinned", "t5.pinned"])
+            return
+        }
+        let mirrored: MergeStrategy = strategy == .ours ? .theirs : strategy == .theirs ? .ours : strategy
+        let merged = try #require(try await store.merge(ours.id, theirs.id, strategy: strategy).version)
+        #expect(try await store.merge(theirs.id, ours.id, strategy: mirrored).version?.id == merged.id)
+        let tasks = try await store.values(Task.self, at: merged.id)
+        if strategy == .ours {
+            #expect(tasks == [
+                Task(id: "t0", title: "old", done: false), Task(id: "t3", title: "three", done: false, pinned: note),
+                Task(id: "t5", title: "five", done: false, pinned: other),
+            ])
+        } else {
+            #expect(tasks == [
+                Task(id: "t0", title: "old", done: false, notes: [other]), Task(id: "t3", title: "three", done: false),
+                Task(id: "t5", title: "five", done: false, pinned: note),
+            ])
+        }
+        #expect(try await store.verify().isIntact)
     }
 
     /// Both sides move one note from t0, to t3 and to t5: each side's record takes it, and the

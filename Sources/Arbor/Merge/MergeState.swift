@@ -180,8 +180,11 @@ struct MergeState {
     /// allows one owner. A record that held the child at the ancestor, and from which a side took
     /// it (moving it away, or deleting the record), lets it go first: the merge kept it whole
     /// from the other side (a record deleted on one side and changed on the other), so the
-    /// move stands. A record lets a child go only from arrays (``Record/releasing(_:)``); where
-    /// that one holds it otherwise, the others let it go in key order, and the move is undone.
+    /// move stands. A record lets a child go from arrays (``Record/releasing(_:)``); where that
+    /// one holds it otherwise, the others let it go in key order, and the move is undone. Where
+    /// that leaves several holders, each holding it in a property of its own, moves are undone
+    /// in the same order: the property goes back to its value at the ancestor, where that
+    /// did not hold the child (not for a record new since then).
     /// Where both sides moved the child to different records and
     /// ``releaseContestedChildren(preferring:)`` could not settle it, the record that `side`'s
     /// version holds it in keeps it (ours or theirs, as the strategy takes), else the record
@@ -211,8 +214,37 @@ struct MergeState {
                 holding -= 1
                 released = true
             }
+            // Where that leaves it shared, held in properties of their own, the move that put
+            // it there is undone, in the same order: the property goes back to its value at the
+            // ancestor, which did not hold it (and whose children ownership then settles).
+            for key in moved + others + preferred where holding > 1 {
+                guard case .some(.some(let record)) = merged[key], let reverted = try revertingHolds(of: child, in: record) else { continue }
+                merged[key] = .some(reverted)
+                holding -= 1
+                released = true
+            }
         }
         return released
+    }
+
+    /// `record` without child `child`: dropped from its arrays (``PropertyValue/droppingElement(_:wholeEntries:)``),
+    /// and each property that holds it otherwise back to its value at the ancestor; `nil` where
+    /// that value held the child too, or the record is new since the ancestor (no value its type
+    /// is known to decode without the child).
+    private func revertingHolds(of child: RecordKey, in record: Record) throws -> Record? {
+        guard let baseBytes = base[record.key] else { return nil }
+        let before = try RecordCoding.decode(baseBytes)
+        var properties = record.properties
+        for (name, value) in record.properties where value.childKeys.contains(child) {
+            if let without = value.droppingElement(child, wholeEntries: true), !without.childKeys.contains(child) {
+                properties[name] = without
+            } else if before[name]?.childKeys.contains(child) != true {
+                properties[name] = before[name]
+            } else {
+                return nil
+            }
+        }
+        return Record(key: record.key, properties: properties)
     }
 
     /// The merged records that hold each child (of those `including` takes), in no order.
@@ -306,23 +338,31 @@ struct MergeState {
         return result
     }
 
-    /// Lets `children` go from every merged record that holds them in an array (with the entry
-    /// that wraps one, if it is the entry's only child): records a side deleted that the merge
-    /// deletes, which the other side had moved. A record that holds one otherwise keeps it, and
-    /// the merge keeps the child.
+    /// Lets `children` go from every merged record that holds them (records a side deleted that
+    /// the merge deletes, which the other side had moved): from its arrays, with the entry that
+    /// wraps one if it is the entry's only child; a property that holds one otherwise goes back
+    /// to its value at the ancestor, which did not hold it (the move is undone). A record new
+    /// since the ancestor, or whose property held the child there too, keeps it, and the merge
+    /// keeps the child.
     ///
     /// - Complexity: O(m + e·c) for `m` merged records, `e` elements of the arrays that hold
     ///   the `c` children.
-    mutating func letGo(_ children: Set<RecordKey>) {
+    mutating func letGo(_ children: Set<RecordKey>) throws {
         guard !children.isEmpty else { return }
         for case let (key, record?) in merged {
             let held = Set(record.childKeys).intersection(children)
             guard !held.isEmpty else { continue }
             var properties = record.properties
+            var before: [String: PropertyValue]?
             for (name, value) in record.properties where value.holdsChildren {
                 // In key order: letting one go can change what another's removal takes.
                 for child in held.sorted() where properties[name]?.childKeys.contains(child) == true {
-                    if let without = properties[name]?.droppingElement(child, wholeEntries: true) { properties[name] = without }
+                    if let without = properties[name]?.droppingElement(child, wholeEntries: true), !without.childKeys.contains(child) {
+                        properties[name] = without
+                    } else if let baseBytes = base[key] {
+                        if before == nil { before = try RecordCoding.decode(baseBytes) }
+                        if before?[name]?.childKeys.contains(child) != true { properties[name] = before?[name] }
+                    }
                 }
             }
             merged[key] = .some(Record(key: key, properties: properties))

@@ -243,7 +243,7 @@ extension Store {
         state.settledByResolver = Set(resolved.keys)
         // A record the merge deletes that the other side moved: its new holder lets it go, or
         // taking ownership back would restore it.
-        state.letGo(Set(deletedAndMoved.keys.filter { state.merged[$0] == .some(nil) }))
+        try state.letGo(Set(deletedAndMoved.keys.filter { state.merged[$0] == .some(nil) }))
 
         // A child both sides moved goes where the side a strategy takes put it.
         let side: RecordMerge.Side? = switch strategy {
