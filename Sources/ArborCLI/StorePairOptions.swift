@@ -88,11 +88,26 @@ public struct StorePairOptions: ParsableArguments {
         case .existing:
             return try await openBackend(location, create: false, restatesReplacedNodes: deltas)
         case .createIfMissing:
+            // Opened as it is first: with --deltas, opening a store gives it the format that
+            // holds deltas, and a store with versions (which migrate and clone refuse, or find a
+            // finished copy) must be left in its own.
+            let existing: any Backend
             do {
-                return try await openBackend(location, create: false, restatesReplacedNodes: deltas)
+                existing = try await openBackend(location, create: false)
             } catch let error as ArborError where error.code == .notFound {
                 return try await openBackend(location, create: true, restatesReplacedNodes: deltas)
             }
+            guard deltas else { return existing }
+            let holdsVersions: Bool
+            do {
+                holdsVersions = try await Store(backend: existing).holdsVersions()
+            } catch {
+                try? await existing.close()
+                throw error
+            }
+            if holdsVersions { return existing }
+            try await existing.close()
+            return try await openBackend(location, create: false, restatesReplacedNodes: true)
         }
     }
 }

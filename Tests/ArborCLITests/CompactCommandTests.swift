@@ -1,5 +1,7 @@
 import Arbor
 @testable import ArborCLI
+@testable import ArborLMDB
+@testable import ArborSQLite
 import Foundation
 import Testing
 
@@ -79,6 +81,43 @@ import Testing
             await #expect { try await arbor("exchange", whole, "json:\(folder)/c", "--deltas") } throws: {
                 ($0 as? ArborError)?.code == .invalidInput && "\($0)".contains("--deltas")
             }
+        }
+    }
+
+    /// `migrate` and `clone` with --deltas into a store that has versions (the wrong target, or
+    /// the arguments swapped) refuse it and leave it in its own format, which earlier Arbor
+    /// opens: opening it for deltas would have given it the delta format before the refusal. An
+    /// empty store, or a new one, takes the delta format and keeps deltas.
+    @Test func aMigrationWithDeltasRefusesAStoreWithVersionsWithoutChangingItsFormat() async throws {
+        try await withFolder { folder in
+            let source = "json:\(folder)/source"
+            _ = try await arbor("init", source)
+            for index in 0..<3 { _ = try await arbor("put", source, "Task", "t\(index)", "{\"title\": \"\(index)\"}") }
+            let (sqlite, lmdb) = ("\(folder)/kept.db", "\(folder)/kept")
+            for target in ["sqlite:" + sqlite, "lmdb:" + lmdb] {
+                _ = try await arbor("init", target)
+                _ = try await arbor("put", target, "Task", "own", "{\"title\": \"its own\"}")
+                for command in ["migrate", "clone"] {
+                    let error = await arborError(command, source, target, "--deltas")
+                    #expect(error?.code == .alreadyExists, "\(command) into \(target): \(String(describing: error))")
+                }
+                #expect(try await arbor("get", target, "Task", "own").contains("its own"))
+            }
+            let sqliteBackend = try SQLiteBackend.open(.init(path: sqlite))
+            #expect(try sqliteBackend.metaValue("version") == "1" && !sqliteBackend.hasDeltaColumns)
+            try await sqliteBackend.close()
+            let lmdbBackend = try LMDBBackend.open(.init(path: lmdb))
+            #expect(try lmdbBackend.formatVersionRecorded() == "1")
+            try await lmdbBackend.close()
+
+            // An empty store is filled, in the delta format.
+            let empty = "\(folder)/empty.db"
+            _ = try await arbor("init", "sqlite:" + empty)
+            _ = try await arbor("migrate", source, "sqlite:" + empty, "--deltas")
+            let filled = try SQLiteBackend.open(.init(path: empty))
+            #expect(try filled.metaValue("version") == "3")
+            try await filled.close()
+            #expect(try await arbor("get", "sqlite:" + empty, "Task", "t2").contains("2"))
         }
     }
 }

@@ -42,6 +42,15 @@ extension Store {
     ///   target's objects (``Backend/enumerateObjects(batchSize:_:)``), with O(*N*) existence
     ///   checks in the source in batches for a resumed migration (in the target too past 200,000
     ///   objects, ``LinkCheck``'s memory limit).
+    /// Whether the store holds a ref that names a version (exchanges' claims and collections'
+    /// markers aside): what ``migrate(to:latestOnly:verify:progress:)`` refuses in a target,
+    /// unless it holds a finished copy of the source.
+    ///
+    /// - Complexity: one read of the refs.
+    public func holdsVersions() async throws -> Bool {
+        try await !backend.refsBesidesClaims().isEmpty
+    }
+
     @discardableResult
     public func migrate(
         to target: Store, latestOnly: Bool = false, verify: Bool = true, progress: TransferProgressHandler? = nil
