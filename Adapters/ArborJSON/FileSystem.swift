@@ -142,17 +142,38 @@ enum FileSystem {
     }
 
     /// An exclusive advisory lock on a file, held across processes until released.
+    ///
+    /// The file is locked by the path's file: one deleted or replaced while this was open (a
+    /// "stale" lock file removed by hand, a copy put over it) is opened again once the lock on
+    /// the old one is taken, or this process and those that opened the new file would each
+    /// hold "the" lock at once.
     final class Lock {
-        private let descriptor: Int32
+        private var descriptor: Int32
         let path: String
 
         init(path: String) throws {
             self.path = path
-            descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard descriptor >= 0 else { throw FileSystem.error("open", path, errno: errno) }
+            descriptor = try Self.openFile(path)
         }
 
         deinit { close(descriptor) }
+
+        private static func openFile(_ path: String) throws -> Int32 {
+            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw FileSystem.error("open", path, errno: errno) }
+            return descriptor
+        }
+
+        /// Whether the locked descriptor is still the file at the path.
+        private func isThePathsFile() throws -> Bool {
+            var held = stat(), named = stat()
+            guard fstat(descriptor, &held) == 0 else { throw FileSystem.error("fstat", path, errno: errno) }
+            guard stat(path, &named) == 0 else {
+                if errno == ENOENT { return false }
+                throw FileSystem.error("stat", path, errno: errno)
+            }
+            return held.st_dev == named.st_dev && held.st_ino == named.st_ino
+        }
 
         /// Runs `body` holding the lock; throws ``ArborError/Code/io`` if another holder keeps it
         /// past `timeout` (a process stopped with Ctrl-Z, or stuck flushing to a failing disk,
@@ -162,7 +183,21 @@ enum FileSystem {
             // Short pauses: a waiter that slept long would lose its turn to newcomers, and time
             // out although no holder kept the lock long.
             var pause = 200  // microseconds, doubled up to 2 ms
-            while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            while true {
+                if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
+                    let current: Bool
+                    do { current = try isThePathsFile() } catch {
+                        flock(descriptor, LOCK_UN)
+                        throw error
+                    }
+                    if current { break }
+                    // Locked a file no longer at the path: the lock is the path's file.
+                    flock(descriptor, LOCK_UN)
+                    let reopened = try Self.openFile(path)
+                    close(descriptor)
+                    descriptor = reopened
+                    continue
+                }
                 let code = errno
                 if code == EINTR { continue }
                 guard code == EWOULDBLOCK else { throw FileSystem.error("flock", path, errno: code) }

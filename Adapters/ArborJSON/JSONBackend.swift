@@ -400,10 +400,13 @@ public final class JSONBackend: Backend {
                 if let new {
                     let document = JSONValue.object([("hash", .string(new.hex))]).serializedBytes(pretty: true)
                     try FileSystem.writeAtomically(document, to: path, via: temporaryPath(), sync: configuration.synchronous)
+                    if let legacy { try FileSystem.remove(legacy) }
                 } else {
+                    // The old file first: left alone, it would be read once the new one is gone,
+                    // bringing back a value older than the one deleted.
+                    if let legacy { try FileSystem.remove(legacy) }
                     try FileSystem.remove(path)
                 }
-                if let legacy { try FileSystem.remove(legacy) }
                 if configuration.synchronous { try FileSystem.syncDirectory(root + "/refs") }
                 return true
             }

@@ -282,6 +282,9 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         return SQLiteBackend(configuration: configuration, connection: connection, readOnly: readOnly, hasDeltaColumns: hasDeltaColumns)
     }
 
+    /// The bytes the write-ahead log is cut back to once checkpointed (`journal_size_limit`).
+    static let logSizeLimit = 64 << 20
+
     private static func configure(_ connection: SQLiteConnection, _ configuration: Configuration) throws {
         try connection.execute(configuration.synchronous ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
         #if canImport(Darwin)
@@ -293,6 +296,10 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         // several megabytes, and a checkpoint (with its fsync of the database) after every batch
         // cost a quarter of a migration's time into SQLite.
         try connection.execute("PRAGMA wal_autocheckpoint = 8192")
+        // A batch larger than that grows the log past it, and SQLite keeps a log file at its
+        // largest until the last connection closes (a long-running app's never does): once
+        // checkpointed, the log is cut back to 64 MB when it starts over.
+        try connection.execute("PRAGMA journal_size_limit = \(SQLiteBackend.logSizeLimit)")
         // Negative: a size in KiB, which SQLite reads as a 32-bit number (a larger one would
         // turn into 0). Below a few pages SQLite keeps its own minimum.
         let kibibytes = min(max(configuration.writerCacheSize / 1024, 1), Int(Int32.max))

@@ -18,6 +18,29 @@ import Testing
 
     func fresh(_ path: String) throws -> Store { Store(backend: try JSONBackend.open(.init(path: path)), configuration: .init(nodeCacheCapacity: 0)) }
 
+    /// The lock file deleted (by hand, as a "stale" lock) while a store has it open, then made
+    /// and locked by another process: a swap of the open store waits for that process, as it
+    /// would have for the old file's holder, rather than lock the deleted file and swap beside
+    /// it. Once that process lets go, the swap goes through, and the lock file is there again.
+    @Test func aLockFileReplacedUnderAnOpenStoreStillExcludesOthers() async throws {
+        let path = temporaryPath("jsonstore")
+        defer { removeItem(path) }
+        let store = Store(backend: try JSONBackend.create(.init(path: path, lockTimeout: .milliseconds(300))))
+        let first = try await store.save(Task(id: "t", title: "first", done: false))
+        try FileManager.default.removeItem(atPath: path + "/refs.lock")
+        let other = open(path + "/refs.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(other >= 0 && flock(other, LOCK_EX) == 0)
+        await #expect { try await store.save(Task(id: "t", title: "second", done: false)) } throws: {
+            ($0 as? ArborError)?.code == .io && "\($0)".contains("could not take the lock")
+        }
+        #expect(try await store.heads().map(\.id) == [first.id])
+        flock(other, LOCK_UN)
+        close(other)
+        let second = try await store.save(Task(id: "t", title: "second", done: false))
+        #expect(try await store.heads().map(\.id) == [second.id])
+        #expect(FileManager.default.fileExists(atPath: path + "/refs.lock"))
+    }
+
     /// Swaps waiting for another process's lock on the refs wait off Swift's cooperative pool:
     /// while four of them wait, other tasks of the process still run (they used to block every
     /// pool thread, so nothing else ran until the lock was let go).

@@ -61,6 +61,29 @@ func randomBytes(_ count: Int) -> Data {
 
 
 
+    /// One batch larger than the checkpoint interval grows the write-ahead log past it; once
+    /// checkpointed, the next write cuts the log back to the limit, while the store stays open
+    /// (SQLite keeps a log at its largest until the last connection closes, without one).
+    @Test func theLogIsCutBackAfterABatchLargerThanItsLimit() async throws {
+        try await withPath { path in
+            let backend = try SQLiteBackend.create(.init(path: path))
+            let objects = (0..<80).map { index -> [UInt8] in
+                var bytes = [UInt8](repeating: UInt8(index), count: 1 << 20)
+                bytes[0] = 0xFF
+                return bytes
+            }
+            try await backend.put(objects.map { (Hash.of($0), $0) })
+            let logBytes = { ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? NSNumber)?.intValue ?? 0 }
+            #expect(logBytes() > SQLiteBackend.logSizeLimit, "the batch went through the log")
+            let small: [UInt8] = [1, 2, 3]
+            try await backend.put([(Hash.of(small), small)])
+            #expect(logBytes() <= SQLiteBackend.logSizeLimit, "the log is \(logBytes()) bytes")
+            let read = try await backend.get([Hash.of(objects[79]), Hash.of(small)])
+            #expect(read[Hash.of(objects[79])] == objects[79] && read[Hash.of(small)] == small)
+            try await backend.close()
+        }
+    }
+
     @Test func missingAndUnwritableFolders() throws {
         let missing = "/nonexistent-\(UUID())/store.sqlite"
         #expect { try SQLiteBackend.create(.init(path: missing)) } throws: { error in
