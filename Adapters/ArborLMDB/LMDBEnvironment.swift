@@ -34,7 +34,23 @@ struct LMDBFailure: Error {
             case EIO, ENOSPC, EDQUOT, MDB_MAP_FULL: .io
             default: .engine
             }
-        return ArborError(kind, "\(call) on \(path) failed: \(message) (code \(code))\(diskFullHint(path: path))", backend: "lmdb")
+        return ArborError(kind, "\(call) on \(path) failed: \(message) (code \(code))\(diskFullHint(path: path))\(causeHint)", backend: "lmdb")
+    }
+
+    /// What LMDB's message leaves unsaid, where the cause is known.
+    private var causeHint: String {
+        switch code {
+        case MDB_READERS_FULL:
+            // Dead processes' slots were freed and the read tried again before this.
+            "; every reader slot of the store is taken by a process reading it now (the process that first opened the store set how many: \(LMDBEnvironment.maximumReaders) for Arbor, 126 for most other LMDB programs): read from fewer threads or processes at once"
+        case EAGAIN where call == "mdb_txn_begin":
+            // LMDB locks the byte of the lock file at the reader's process id.
+            "; another process with this process's id holds its reader lock: processes in different PID namespaces (containers) cannot share an LMDB store"
+        case MDB_PANIC:
+            "; LMDB stopped using this store in this process after a write failed: close every store of this folder in this process and open it again"
+        default:
+            ""
+        }
     }
 
     /// LMDB reports a short write, which is how a full disk shows, as `EIO`: say so when the
@@ -311,6 +327,8 @@ final class LMDBEnvironment: @unchecked Sendable {
         var removesLockFile = false
         do {
             try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(handle, 8))
+            // Taken by the process that creates the lock file; later ones adopt its table.
+            try check("mdb_env_set_maxreaders", mdb_env_set_maxreaders(handle, UInt32(maximumReaders)))
             try check("mdb_env_set_mapsize", mdb_env_set_mapsize(handle, roundedToPages(mapSize)))
             let flags = UInt32(MDB_NOTLS) | (synchronous ? 0 : UInt32(MDB_NOSYNC)) | (readOnly ? UInt32(MDB_RDONLY | MDB_NOLOCK) : 0)
             if !readOnly { try reserveLockFile(in: path) }
@@ -377,21 +395,33 @@ final class LMDBEnvironment: @unchecked Sendable {
         mdb_env_stat(env, &statistics)
         pageSize = Int(statistics.ms_psize)
         let file = path + "/data.mdb"
-        // The meta page before the length: a writer of another process writes its pages before
-        // the meta page that counts them, so a length read afterwards covers what it counts.
-        guard let meta = LMDBMeta.newest(in: file, pageSize: pageSize), let length = Self.fileLength(file) else { return }
-        let wholePages = length / pageSize
-        guard wholePages <= meta.lastPage else { return }
-        let cutShort = { (page: Int) in
-            ArborError(
+        var tries = 0
+        while true {
+            // The meta page before the length: a writer of another process writes its pages
+            // before the meta page that counts them, so a length read afterwards covers what it counts.
+            guard let meta = LMDBMeta.newest(in: file, pageSize: pageSize), let length = Self.fileLength(file) else { return }
+            guard let page = try pageBeyondTheEnd(of: length, counted: meta) else { return }
+            tries += 1
+            // Another process's commit between reading the meta page and reading the free list
+            // may have taken from the list pages the file had not reached: then the newest meta
+            // page or the length differ, and the check is made again from them.
+            if tries < 3, LMDBMeta.newest(in: file, pageSize: pageSize) != meta || Self.fileLength(file) != length { continue }
+            throw ArborError(
                 .corruptObject,
                 "\(file) is \(length) bytes, but LMDB's page \(page) (of \(meta.lastPage + 1) in use) lies beyond its end: the file was cut short (a copy or restore that did not finish?); nothing was read. Restore it from a backup or a replica",
                 backend: "lmdb", operation: "open")
         }
-        for root in [meta.freeRoot, meta.mainRoot].compactMap({ $0 }) where root >= wholePages { throw cutShort(root) }
-        guard meta.freeDepth <= 1 else { return }
+    }
+
+    /// A page `meta` counts in use that a file of `length` bytes lacks and that is not free (see
+    /// ``checkDataFileLength()``), or `nil`.
+    private func pageBeyondTheEnd(of length: Int, counted meta: LMDBMeta) throws -> Int? {
+        let wholePages = length / pageSize
+        guard wholePages <= meta.lastPage else { return nil }
+        if let root = [meta.freeRoot, meta.mainRoot].compactMap({ $0 }).first(where: { $0 >= wholePages }) { return root }
+        guard meta.freeDepth <= 1 else { return nil }
         let free = meta.freeRoot == nil ? [] : try read("open") { txn in try txn.freePages(from: wholePages) }
-        if let absent = (wholePages...meta.lastPage).first(where: { !free.contains($0) }) { throw cutShort(absent) }
+        return (wholePages...meta.lastPage).first { !free.contains($0) }
     }
 
     /// Finds where `data.mdb` is mapped (after opening, and after every remap): LMDB hands out
@@ -408,8 +438,12 @@ final class LMDBEnvironment: @unchecked Sendable {
         mapped = MappedFile.locate(descriptor)
     }
 
+    /// Read transactions the store's processes may have open at once (LMDB's default is 126:
+    /// with `MDB_NOTLS`, every concurrent read of every thread takes one).
+    static let maximumReaders = 500
+
     /// Bytes of the lock file given disk blocks before LMDB maps it: its default lock file (126
-    /// readers) is 8 KB; 32 KB covers about 500.
+    /// readers) is 8 KB; 32 KB covers ``maximumReaders`` (64 bytes each, after a header).
     private static let lockFileReserve = 32 << 10
 
     /// Gives the lock file's first ``lockFileReserve`` bytes their disk blocks, creating the
@@ -1041,7 +1075,7 @@ final class MappedFile: @unchecked Sendable {
 /// What the checks before opening need of LMDB's newest meta page, read with `pread` (never
 /// through the map): LMDB's data format version 1 (`MDB_meta` after a 16-byte page header, in
 /// pages 0 and 1, the one with the larger transaction id being current), on a 64-bit system.
-struct LMDBMeta {
+struct LMDBMeta: Equatable {
     /// The last page in use, and the roots of the free list and the main database (`nil`:
     /// empty), with the free list's depth.
     let lastPage: Int

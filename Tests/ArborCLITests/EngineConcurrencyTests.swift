@@ -44,7 +44,8 @@ private let isLinux = false
             child.waitUntilExit()
             #expect(child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGKILL)
             let held = Int(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-            #expect(held >= 100, "the worker held \(held) reader slots")
+            // The table the store was created with, which the worker adopted: 500 slots.
+            #expect(held >= 450, "the worker held \(held) reader slots")
             #expect(try await store.snapshot().record(RecordKey(type: "T", id: "a"))?.properties["n"] == .int(1))
             try await store.close()
         }

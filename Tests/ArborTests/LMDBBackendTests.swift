@@ -1,4 +1,4 @@
-import ArborLMDB
+@testable import ArborLMDB
 import CLMDB
 import Foundation
 import Testing
@@ -108,6 +108,18 @@ private let isLinux = false
             #expect(try await reopened.ref("heads") == Hash.of([3]))
             try await reopened.close()
         }
+    }
+
+    /// Failures whose LMDB message leaves the cause unsaid say it: a reader table full of live
+    /// readers, a reader lock held by a process of the same id in another PID namespace, and an
+    /// environment LMDB stopped using after a failed write.
+    @Test func failuresWithAKnownCauseSayIt() {
+        let message = { (call: String, code: Int32) in LMDBFailure(call: call, code: code).arborError(path: "/s").message }
+        #expect(message("mdb_txn_begin", MDB_READERS_FULL).contains("every reader slot of the store is taken"))
+        #expect(message("mdb_txn_begin", MDB_READERS_FULL).contains("500 for Arbor"))
+        #expect(message("mdb_txn_begin", EAGAIN).contains("PID namespaces"))
+        #expect(!message("mdb_put", EAGAIN).contains("PID namespaces"))
+        #expect(message("mdb_txn_begin", MDB_PANIC).contains("open it again"))
     }
 
     @Test func missingAndUnwritableFolders() throws {
