@@ -24,6 +24,24 @@ public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
     /// Named values, as nested plain structs, enums with payloads and dictionaries encode.
     case map([String: PropertyValue])
 
+    /// What the value is, with its size but none of its contents: for errors, which end up in
+    /// logs, where a stored value may be large (a blob's megabytes) or secret (a token).
+    var kindAndSize: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .int: "an integer"
+        case .double: "a floating-point number"
+        case .string(let text): "a string of \(text.utf8.count) bytes"
+        case .date: "a date"
+        case .bytes(let bytes): "\(bytes.count) bytes of data"
+        case .reference(let key): "a reference to a \(key.type)"
+        case .child(let key): "a child \(key.type)"
+        case .array(let values): "an array of \(values.count) values"
+        case .map(let values): "a map of \(values.count) values"
+        }
+    }
+
     /// The bit pattern every NaN is stored as.
     static let canonicalNaNBits: UInt64 = 0x7FF8_0000_0000_0000
 

@@ -4,6 +4,28 @@ import Testing
 @testable import Arbor
 
 @Suite struct CodingTests {
+    /// A stored value of another shape (a type changed since it was written) fails to decode
+    /// with the property's path, what was expected and what kind of value was found, with its
+    /// size but none of its contents, which may be large or secret.
+    @Test func aMismatchNamesTheKindOfValueFoundNotItsContents() async throws {
+        struct Token: Codable, Equatable { var value: String }
+        struct Account: Storable, Equatable {
+            static let typeName = "Account"
+            var id: String
+            var token: Token
+        }
+        let store = Store(backend: MemoryBackend())
+        var changes = ChangeSet()
+        let secret = "s3cr3t-" + String(repeating: "x", count: 10_000)
+        try changes.save(Record(type: "Account", id: "a", properties: ["id": .string("a"), "token": .string(secret)]))
+        try await store.commit(changes)
+        await #expect { try await store.value(Account.self, id: "a") } throws: { error in
+            let text = "\(error)"
+            return (error as? ArborError)?.code == .coding && !text.contains("s3cr3t") && text.contains("at token")
+                && text.contains("found a string of 10007 bytes") && text.count < 1_000
+        }
+    }
+
     @Test func everyPropertyKindRoundTripsThroughRecords() throws {
         let value = Everything(id: 42)
         let records = try RecordEncoder.records(of: value)
@@ -296,9 +318,13 @@ import Testing
 
     /// Two types that both default to one type name (their names without what they are nested
     /// in) would overwrite each other's records: once both are known, neither is written.
-    @Test func twoTypesWithOneDefaultNameAreRefused() throws {
+    /// Reads refuse them too: the records under the name are one set, which a read would decode
+    /// as either type.
+    @Test func twoTypesWithOneDefaultNameAreRefused() async throws {
         enum Inbox { struct Gadget: Storable { var id: String } }
         enum Archive { struct Gadget: Storable { var id: String } }
+        let store = Store(backend: MemoryBackend())
+        try await store.save(Inbox.Gadget(id: "1"))
         #expect(try RecordEncoder.records(of: Inbox.Gadget(id: "1"))[0].key.type == "Gadget")
         #expect(Archive.Gadget.typeName == "Gadget")
         for encode in [{ try RecordEncoder.records(of: Inbox.Gadget(id: "1")) }, { try RecordEncoder.records(of: Archive.Gadget(id: "1")) }] {
@@ -306,6 +332,10 @@ import Testing
                 (error as? ArborError)?.code == .coding && "\(error)".contains("Inbox.Gadget and") && "\(error)".contains("Archive.Gadget")
             }
         }
+        let refused = { (error: any Error) in (error as? ArborError)?.code == .coding && "\(error)".contains("typeName of its own") }
+        await #expect { try await store.value(Archive.Gadget.self, id: "1") } throws: { refused($0) }
+        await #expect { try await store.values(Archive.Gadget.self) } throws: { refused($0) }
+        await #expect { try await store.snapshot().value(Inbox.Gadget.self, id: "1") } throws: { refused($0) }
     }
 
     @Test func aDecimalNaNIsRefusedWhenEncoded() throws {

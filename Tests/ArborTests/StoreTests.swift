@@ -250,6 +250,11 @@ import Testing
             // The hash of another object (here an index root) names no version, as an absent hash.
             await #expect { try await store.resolve(v3.root.hex) } throws: { ($0 as? ArborError)?.code == .unknownVersion }
             await #expect { try await store.resolve(String(repeating: "0", count: 64)) } throws: { ($0 as? ArborError)?.code == .unknownVersion }
+            // So do the calls that take a version's hash: a wrong argument, not a damaged store.
+            let notAVersion = { (error: any Error) in (error as? ArborError)?.code == .unknownVersion && "\(error)".contains("not a version") }
+            await #expect { try await store.version(v3.root) } throws: { notAVersion($0) }
+            await #expect { try await store.snapshot(at: v3.root) } throws: { notAVersion($0) }
+            await #expect { try await store.diff(from: v1.id, to: v3.root) } throws: { notAVersion($0) }
         }
     }
 

@@ -75,7 +75,7 @@ struct PropertyDecoder: Decoder {
     func singleValueContainer() throws -> any SingleValueDecodingContainer { SinglePropertyDecodingContainer(decoder: self) }
 
     func mismatch(_ type: Any.Type) -> DecodingError {
-        .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "expected \(type), found \(value)"))
+        .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "expected \(type), found \(value.kindAndSize)"))
     }
 
     func child(_ value: PropertyValue, key: (any CodingKey)?) -> PropertyDecoder {

@@ -115,9 +115,23 @@ public final class Store: Sendable {
 
     // MARK: Versions and heads
 
-    /// The version `id`. Throws ``ArborError/Code/missingObject`` if the store lacks it.
+    /// The version `id`. Throws ``ArborError/Code/missingObject`` if the store lacks it, and
+    /// ``ArborError/Code/unknownVersion`` if it names another kind of object (an index node).
     public func version(_ id: Hash) async throws -> Version {
-        try await versions([id])[0]
+        do {
+            return try await versions([id])[0]
+        } catch let error as ArborError where error.code == .corruptObject {
+            // Named by the caller: the hash of another object is a wrong argument, not damage.
+            if let objects = try? await ObjectFetch.verified([id], from: backend), let wrongKind = Self.notAVersion(id, objects[id]) { throw wrongKind }
+            throw error
+        }
+    }
+
+    /// The error for `hash` when `bytes`, its object, is another kind of object than a version
+    /// (an index node, a blob); `nil` when it is not.
+    static func notAVersion(_ hash: Hash, _ bytes: [UInt8]?) -> ArborError? {
+        guard let bytes, bytes.count >= 2, bytes[0] == objectFormatMarker, let kind = ObjectKind(rawValue: bytes[1]), kind != .commit else { return nil }
+        return ArborError(.unknownVersion, "\(hash) is a \(kind.name) object of this store, not a version")
     }
 
     /// The versions `ids`, in order, fetched in one batch.
@@ -243,10 +257,7 @@ public final class Store: Sendable {
                 throw ArborError(.unknownVersion, "no version \(hash) in this store")
             }
             // The hash of another object of the store (a node, a blob) is a wrong argument, not damage.
-            if let bytes = objects[hash], bytes.count >= 2, bytes[0] == objectFormatMarker,
-               let kind = ObjectKind(rawValue: bytes[1]), kind != .commit {
-                throw ArborError(.unknownVersion, "\(hash) is a \(kind.name) object of this store, not a version")
-            }
+            if let wrongKind = Self.notAVersion(hash, objects[hash]) { throw wrongKind }
             return try await versions([hash]) { _ in objects }[0]
         }
         let prefix = trimmed.lowercased()
