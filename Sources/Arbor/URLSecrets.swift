@@ -68,17 +68,23 @@ public enum URLSecrets {
     }
 
     /// `text` with every occurrence of each of `secrets` (in order), matched byte for byte,
-    /// replaced by `***`.
+    /// replaced by `***`. A secret shorter than four bytes only where it stands as a credential
+    /// stands in a URL (after `:` or `=`, before `@`, `&`, a quote, a space or the end): a
+    /// password `1` would otherwise turn every address and count into `***`.
     public static func redacting(_ secrets: [String], in text: String) -> String {
         var bytes = Array(text.utf8)
+        let before = Set(":=".utf8), after = Set("@&\"' )\n".utf8)
         for secret in secrets {
             let needle = Array(secret.utf8)
             guard let first = needle.first, bytes.firstRange(of: needle) != nil else { continue }
+            let anywhere = needle.count >= 4
             var result = [UInt8]()
             result.reserveCapacity(bytes.count)
             var index = 0
             while index < bytes.count {
-                if bytes[index] == first, bytes[index...].starts(with: needle) {
+                if bytes[index] == first, bytes[index...].starts(with: needle),
+                   anywhere || (index > 0 && before.contains(bytes[index - 1])
+                       && (index + needle.count == bytes.count || after.contains(bytes[index + needle.count]))) {
                     result += "***".utf8
                     index += needle.count
                 } else {

@@ -55,6 +55,6 @@ public struct ArborCommand: AsyncParsableCommand {
     /// ArgumentParser's full message for `error`, with the secrets of every argument that looks
     /// like a URL replaced by `***`.
     static func redactedMessage(for error: any Error, arguments: [String]) -> String {
-        arguments.reduce(fullMessage(for: error)) { StoreLocation.redactingSecrets(of: $1, in: $0) }
+        Rendering.printable(arguments.reduce(fullMessage(for: error)) { StoreLocation.redactingSecrets(of: $1, in: $0) }, keepingNewlines: true)
     }
 }

@@ -34,6 +34,15 @@ public struct CompactCommand: StoreCommand {
     public func execute(_ output: inout some TextOutputStream) async throws {
         let bar = ProgressBar(label: "compact")
         defer { bar.finish() }
+        // Said here, or opening the store for deltas would refuse a --deltas never given.
+        let location = try store.location()
+        switch location {
+        case .sqlite, .lmdb: break
+        default:
+            throw ArborError(
+                .invalidInput, "compact keeps the nodes a history replaced as deltas, which only sqlite: and lmdb: stores hold; \(location.scheme): stores keep every node whole",
+                backend: location.scheme, operation: "compact")
+        }
         var options = store
         options.deltas = true
         let (report, vacuumed) = try await options.withStore { store in

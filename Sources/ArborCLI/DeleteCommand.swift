@@ -40,7 +40,7 @@ public struct DeleteCommand: StoreCommand {
             let version = try await store.commit(changeSet, message: commit.message ?? "delete \(key)", parents: [head.id])
             return (version, try await store.changes(in: version.id))
         }
-        var summary = "\(version.id.abbreviated()) deleted \(key)"
+        var summary = "\(version.id.abbreviated()) deleted \(Rendering.key(key))"
         let owned = changes.filter { $0.key != key }.count
         if owned > 0 { summary += " and \(Rendering.count(owned, "owned record", "owned records"))" }
         print(summary, to: &output)

@@ -47,8 +47,8 @@ public struct GetCommand: StoreCommand {
             ])
             print(document.serialized(pretty: true), to: &output)
         } else {
-            print("\(key) at \(version.id.abbreviated())", to: &output)
-            print(properties.serialized(pretty: true), to: &output)
+            print("\(Rendering.key(key)) at \(version.id.abbreviated())", to: &output)
+            print(Rendering.printable(properties.serialized(pretty: true), keepingNewlines: true), to: &output)
         }
     }
 }

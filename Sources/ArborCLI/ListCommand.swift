@@ -40,7 +40,7 @@ public struct ListCommand: StoreCommand {
                 if format.json {
                     printer.append(records.map(Self.json), to: &output)
                 } else {
-                    for record in records { print("\(record.key)  \(JSONValue(properties: record.properties).serialized())", to: &output) }
+                    for record in records { print("\(Rendering.key(record.key))  \(Rendering.printable(JSONValue(properties: record.properties).serialized()))", to: &output) }
                 }
             }
         }

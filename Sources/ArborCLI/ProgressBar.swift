@@ -21,7 +21,9 @@ final class ProgressBar: Sendable {
     }
 
     private func draw(_ progress: TransferProgress) {
-        let line = "\r\(label) " + progress.line + "\u{1B}[K"
+        // Fitted to the terminal: a line that wraps leaves a new row at every redraw, as `\r`
+        // goes back only to the start of its last row.
+        let line = "\r" + Self.fitted("\(label) " + progress.line, columns: Self.terminalColumns()) + "\u{1B}[K"
         shown.withLock { shown in
             shown = true
             FileHandle.standardError.write(Data(line.utf8))
@@ -34,6 +36,19 @@ final class ProgressBar: Sendable {
             if shown { FileHandle.standardError.write(Data("\n".utf8)) }
             shown = false
         }
+    }
+
+    /// The columns of the terminal on standard error, or 80 where it does not say.
+    static func terminalColumns() -> Int {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
+    }
+
+    /// `text` cut to fit in one row of `columns`, the last left free (a character there wraps
+    /// the cursor on some terminals). The line is ASCII but for the label, a command's name.
+    static func fitted(_ text: String, columns: Int) -> String {
+        String(text.prefix(max(columns - 1, 1)))
     }
 
     static func bytes(_ count: Int) -> String {

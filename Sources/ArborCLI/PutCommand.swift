@@ -63,11 +63,11 @@ public struct PutCommand: StoreCommand {
         if let change = changes.first(where: { $0.key == key }) {
             let names = change.properties.map(\.name)
             switch change.kind {
-            case .added: summary = "added \(key) (\(Rendering.count(names.count, "property", "properties")))"
-            default: summary = "modified \(key) (changed: \(names.joined(separator: ", ")))"
+            case .added: summary = "added \(Rendering.key(key)) (\(Rendering.count(names.count, "property", "properties")))"
+            default: summary = "modified \(Rendering.key(key)) (changed: \(names.map { Rendering.printable($0) }.joined(separator: ", ")))"
             }
         } else {
-            summary = "left \(key) unchanged"
+            summary = "left \(Rendering.key(key)) unchanged"
         }
         let dropped = changes.filter { $0.key != key && $0.kind == .removed }.count
         if dropped > 0 { summary += ", removed \(Rendering.count(dropped, "owned record", "owned records"))" }

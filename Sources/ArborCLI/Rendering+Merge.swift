@@ -21,8 +21,8 @@ extension Rendering {
 
     /// `! TYPE/ID PROPERTY: base …, ours …, theirs …`.
     static func line(_ conflict: MergeConflict) -> String {
-        let name = conflict.property.map { " " + $0 } ?? ""
-        return "! \(conflict.key)\(name): base \(text(conflict.base)), ours \(text(conflict.ours)), theirs \(text(conflict.theirs))"
+        let name = conflict.property.map { " " + printable($0) } ?? ""
+        return "! \(key(conflict.key))\(name): base \(text(conflict.base)), ours \(text(conflict.ours)), theirs \(text(conflict.theirs))"
     }
 
     /// `{"type", "id", "property", "base", "ours", "theirs"}`, absent members left out.

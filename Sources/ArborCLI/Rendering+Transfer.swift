@@ -34,7 +34,11 @@ extension Rendering {
             if case .merged = merge { lines.append("\(from) -> \(to): " + line(report.settled)) }
         }
         let heads = report.heads
-        lines.append(heads.count == 1 ? "both stores are at \(heads[0].abbreviated())" : "both stores have \(heads.count) heads: merge them once the conflicts are settled")
+        switch heads.count {
+        case 0: lines.append("both stores are empty")
+        case 1: lines.append("both stores are at \(heads[0].abbreviated())")
+        default: lines.append("both stores have \(heads.count) heads: merge them once the conflicts are settled")
+        }
         return lines
     }
 

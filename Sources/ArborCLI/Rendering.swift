@@ -8,10 +8,40 @@ import Foundation
 enum Rendering {
     // MARK: Versions
 
+    // MARK: Text from the store
+
+    /// `text` (a record's id, a replica's name, a message: what other replicas write) with the
+    /// characters that would act on a terminal or break a line written as `\u{…}`: C0 and C1
+    /// controls, DEL, line and paragraph separators, and the bidirectional controls that reorder
+    /// what is shown. With `keepingNewlines`, `\n` stays (a message's own lines, an error's).
+    static func printable(_ text: String, keepingNewlines: Bool = false) -> String {
+        guard text.unicodeScalars.contains(where: { isControl($0, keepingNewlines: keepingNewlines) }) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if isControl(scalar, keepingNewlines: keepingNewlines) {
+                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar, keepingNewlines: Bool) -> Bool {
+        switch scalar.value {
+        case 0x0A: !keepingNewlines
+        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: true
+        default: false
+        }
+    }
+
+    /// A record's key as text lines show it, `Type/id`, ``printable(_:keepingNewlines:)``.
+    static func key(_ key: RecordKey) -> String { printable("\(key)") }
+
     /// One line: abbreviated hash, time, replica, record count, first line of the message.
     static func line(_ version: Version) -> String {
         let records = count(Int(clamping: version.recordCount), "record", "records")
-        let columns = [version.id.abbreviated(), version.time.description, version.replica, records, firstLine(version.message)]
+        let columns = [version.id.abbreviated(), version.time.description, printable(version.replica), records, printable(firstLine(version.message))]
         return columns.filter { !$0.isEmpty }.joined(separator: "  ")
     }
 
@@ -20,10 +50,10 @@ enum Rendering {
         var lines = ["version  \(version.id.hex)"]
         if !version.parents.isEmpty { lines.append("parents  \(version.parents.map { $0.abbreviated() }.joined(separator: " "))") }
         lines.append("time     \(version.time)")
-        lines.append("replica  \(version.replica)")
+        lines.append("replica  \(printable(version.replica))")
         lines.append("records  \(version.recordCount)")
         if !version.message.isEmpty {
-            lines.append("message  " + version.message.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\n         "))
+            lines.append("message  " + version.message.split(separator: "\n", omittingEmptySubsequences: false).map { printable(String($0)) }.joined(separator: "\n         "))
         }
         return lines
     }
@@ -67,14 +97,14 @@ enum Rendering {
         for change in changes {
             switch change.kind {
             case .added:
-                lines.append("+ \(change.key)")
-                lines += change.properties.map { "  \($0.name): \(text($0.new))" }
+                lines.append("+ \(key(change.key))")
+                lines += change.properties.map { "  \(printable($0.name)): \(text($0.new))" }
             case .removed:
-                lines.append("- \(change.key)")
-                lines += change.properties.map { "  \($0.name): \(text($0.old))" }
+                lines.append("- \(key(change.key))")
+                lines += change.properties.map { "  \(printable($0.name)): \(text($0.old))" }
             case .modified:
-                lines.append("~ \(change.key)")
-                lines += change.properties.map { "  \($0.name): \(text($0.old)) -> \(text($0.new))" }
+                lines.append("~ \(key(change.key))")
+                lines += change.properties.map { "  \(printable($0.name)): \(text($0.old)) -> \(text($0.new))" }
             }
         }
         return lines
@@ -98,6 +128,6 @@ enum Rendering {
     }
 
     static func text(_ value: PropertyValue?) -> String {
-        value.map { JSONValue(propertyValue: $0).serialized() } ?? "(absent)"
+        value.map { printable(JSONValue(propertyValue: $0).serialized()) } ?? "(absent)"
     }
 }

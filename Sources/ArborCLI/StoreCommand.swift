@@ -47,6 +47,9 @@ extension OutputCommand {
         } catch {
             // What the command printed before it failed comes first.
             output.flush()
+            // A failure caused by Ctrl-C's own clean-up (the demo's folder removed under it) is
+            // not reported: the handler says what happened and exits.
+            if Interruption.isBeingHandled { throw ExitCode.failure }
             var errors = StandardStream.error
             print("error: \(errorMessage(for: error))", to: &errors)
             throw ExitCode.failure
@@ -57,7 +60,23 @@ extension OutputCommand {
     /// of any other argument of the command line: a URL given where another value was expected
     /// (a version, a case name) can come back quoted in an error.
     func errorMessage(for error: any Error) -> String {
-        let text = (error as? ArborError)?.description ?? String(describing: error)
-        return (storeURLs + CommandLine.arguments.dropFirst()).reduce(text) { StoreLocation.redactingSecrets(of: $1, in: $0) }
+        let sources = storeURLs + CommandLine.arguments.dropFirst()
+        let redact = { (text: String) in sources.reduce(text) { StoreLocation.redactingSecrets(of: $1, in: $0) } }
+        let text: String
+        if var arborError = error as? ArborError {
+            // The engine's and the operation's names are Arbor's own words, kept whole: a
+            // password that is one of them (postgres) would otherwise hide which engine failed.
+            arborError.message = redact(arborError.message)
+            if let underlying = arborError.underlying {
+                arborError.message += " (\(redact(String(describing: underlying))))"
+                arborError.underlying = nil
+            }
+            text = arborError.description
+        } else {
+            text = redact(String(describing: error))
+        }
+        // Errors quote what the store holds (a record's id) and engines' messages: nothing in
+        // them may act on the terminal.
+        return Rendering.printable(text, keepingNewlines: true)
     }
 }

@@ -112,7 +112,9 @@ public struct PostgresConnection: Hashable, Sendable, CustomStringConvertible, C
     /// Parses `postgres://` and `postgresql://` URLs. Errors never repeat the URL.
     init(parsing text: String) throws {
         let form = "postgres://user:password@host:port/database"
-        guard let components = URLComponents(string: text) else {
+        // libpq takes several hosts, each with its port (db1:5432,db2:5433), which URL parsers
+        // refuse; the URL goes to libpq as given, and is checked here by its first host.
+        guard let components = URLComponents(string: text) ?? Self.firstHostOnly(text).flatMap(URLComponents.init(string:)) else {
             throw ArborError(.invalidInput, "the PostgreSQL URL is malformed; write it as \(form), percent-encoding special characters in the password")
         }
         // libpq's `host` (or `hostaddr`) parameter may name the host instead, and wins over the
@@ -134,6 +136,18 @@ public struct PostgresConnection: Hashable, Sendable, CustomStringConvertible, C
         self.host = host
         port = components.port
         database = path.count > 1 ? String(path.dropFirst()) : nil
+    }
+
+    /// `text` with only the first of the hosts its authority lists (`host:port,host:port`), or
+    /// `nil` if it lists one.
+    private static func firstHostOnly(_ text: String) -> String? {
+        guard let schemeEnd = text.range(of: "://") else { return nil }
+        let rest = text[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex { "/?#".contains($0) } ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        let hostsStart = authority.lastIndex(of: "@").map(authority.index(after:)) ?? authority.startIndex
+        guard let comma = authority[hostsStart...].firstIndex(of: ",") else { return nil }
+        return String(text[..<comma]) + String(rest[authorityEnd...])
     }
 
     /// The URL with the password replaced by `***`.

@@ -77,6 +77,9 @@ import Testing
             }
 
             await #expect { try await arbor("compact", "memory:") } throws: { ($0 as? ArborError)?.code == .invalidInput }
+            await #expect { try await arbor("compact", "json:\(folder)/a") } throws: { error in
+                (error as? ArborError)?.code == .invalidInput && "\(error)".contains("[json] compact: compact keeps") && !"\(error)".contains("--deltas")
+            }
             _ = try await arbor("init", "json:\(folder)/c")
             await #expect { try await arbor("exchange", whole, "json:\(folder)/c", "--deltas") } throws: {
                 ($0 as? ArborError)?.code == .invalidInput && "\($0)".contains("--deltas")

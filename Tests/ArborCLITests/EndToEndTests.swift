@@ -81,6 +81,41 @@ import Testing
         }
     }
 
+    /// What other replicas write (record ids, property names, replica names, messages) cannot
+    /// act on the terminal nor forge a line of text output: controls show as `\u{…}`; JSON
+    /// output keeps them as they are, escaped as JSON escapes them.
+    @Test func textFromTheStoreCannotActOnTheTerminal() async throws {
+        try await withJSONStore { url async throws in
+            let path = String(url.dropFirst("json:".count))
+            let store = Store(backend: try JSONBackend.open(.init(path: path)), configuration: .init(replica: "evil\u{1B}]0;owned\u{07}"))
+            var changes = ChangeSet()
+            let forged = "x\n+ Task/admin\u{1B}[2J\u{202E}"
+            try changes.save(Record(type: "Task", id: forged, properties: ["ti\u{1B}tle": .string("a\u{1B}b\u{9B}")]))
+            try await store.commit(changes, message: "first\u{1B}[31m\nsecond\u{9B}")
+            try await store.close()
+            let acting: (Unicode.Scalar) -> Bool = { [0x1B, 0x9B, 0x07, 0x202E].contains($0.value) }
+            for output in [try await arbor("show", url, "HEAD"), try await arbor("get", url, "Task", forged)] {
+                #expect(!output.unicodeScalars.contains(where: acting), "\(output)")
+            }
+            for command in ["list", "log", "heads"] {
+                let output = try await arbor(command, url)
+                #expect(!output.unicodeScalars.contains(where: acting), "\(command): \(output)")
+                #expect(output.split(separator: "\n").count == 1, "\(command) printed one line: \(output)")
+            }
+            let listed = try await arbor("list", url)
+            #expect(listed.hasPrefix(#"Task/x\u{A}+ Task/admin\u{1B}[2J\u{202E}  "#), "\(listed)")
+            #expect(try await arbor("log", url).contains(#"evil\u{1B}]0;owned\u{7}"#))
+            let shown = try await arbor("show", url, "HEAD")
+            #expect(shown.contains(#"first\u{1B}[31m"#) && shown.contains(#"second\u{9B}"#) && shown.contains(#"ti\u{1B}tle"#))
+            guard case .array(let listedJSON) = try json(try await arbor("list", url, "--json")) else { throw ArborError(.invalidInput, "not an array") }
+            #expect(listedJSON.first?["id"] == .string(forged))
+            // Errors quoting an id are printable too.
+            let command = try #require(try ArborCommand.parseAsRoot(["get", url, "Task", "no\u{1B}pe"]) as? GetCommand)
+            let message = command.errorMessage(for: ArborError(.notFound, "no Task/no\u{1B}pe"))
+            #expect(message == #"no Task/no\u{1B}pe"#)
+        }
+    }
+
     @Test func initTwiceFailsAndLeavesTheStore() async throws {
         try await withJSONStore { url async throws in
             _ = try await arbor("put", url, "Task", "1", #"{"title": "Keep me"}"#)

@@ -44,6 +44,17 @@ import Testing
         }
     }
 
+    /// libpq's several hosts, each with its port, which URL parsers refuse: read by the first,
+    /// and handed to libpq as given.
+    @Test func severalHostsAreTakenAsLibpqTakesThem() throws {
+        let text = "postgres://bob:p%40ss@db1:5432,db2:5433/app?target_session_attrs=read-write"
+        guard case .postgres(let connection) = try StoreLocation(parsing: text) else { throw ArborError(.invalidInput, "not PostgreSQL") }
+        #expect(connection.url == text)
+        #expect(connection.host == "db1" && connection.port == 5432 && connection.database == "app" && connection.user == "bob")
+        guard case .postgres(let bare) = try StoreLocation(parsing: "postgresql://db1,db2") else { throw ArborError(.invalidInput, "not PostgreSQL") }
+        #expect(bare.host.hasPrefix("db1") && bare.database == nil)
+    }
+
     /// libpq's `host` parameter stands for a missing host: a Unix socket's folder, as a local
     /// server with peer or trust authentication is reached.
     @Test func aUnixSocketIsNamedByTheHostParameter() async throws {
@@ -99,6 +110,22 @@ import Testing
         // A PostgreSQL server that is not there is a connection error, without the password.
         let error = try #require(await arborError("log", "postgres://bob:s3cret@127.0.0.1:1/db"))
         #expect(error.code == .connection && !error.description.contains("s3cret"))
+    }
+
+    /// A password that is also ordinary text (the image default postgres, a one-digit one) is
+    /// hidden where it is the password, and leaves the rest of the message readable: the
+    /// engine's tag, the address, the port.
+    @Test func aCommonOrShortPasswordLeavesTheRestOfTheMessageReadable() async throws {
+        for (url, secret) in [("postgres://postgres:postgres@127.0.0.1:1/postgres", ":postgres@"), ("postgres://bob:1@127.0.0.1:1/db", ":1@")] {
+            let command = try #require(try ArborCommand.parseAsRoot(["log", url]) as? LogCommand)
+            var output = ""
+            var caught: (any Error)?
+            do { try await command.execute(&output) } catch { caught = error }
+            let message = command.errorMessage(for: try #require(caught))
+            #expect(message.hasPrefix("[postgres] open: "), "\(message)")
+            #expect(message.contains("127.0.0.1") && message.contains(":***@") && !message.contains(secret), "\(message)")
+        }
+        #expect(URLSecrets.redacting(["1"], in: "postgres://bob:1@host:5432/db1?password=1&n=10") == "postgres://bob:***@host:5432/db1?password=***&n=10")
     }
 
     // MARK: Redaction

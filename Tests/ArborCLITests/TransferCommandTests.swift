@@ -74,6 +74,16 @@ import Testing
         }
     }
 
+    /// Two stores without versions sync to nothing, and say so (not "0 heads … conflicts").
+    @Test func syncingTwoEmptyStoresSaysTheyAreEmpty() async throws {
+        try await withFolder { folder in
+            let (a, b) = ("json:\(folder)/a", "sqlite:\(folder)/b.db")
+            _ = try await arbor("init", a)
+            _ = try await arbor("init", b)
+            #expect(try await arbor("sync", a, b).hasSuffix("both stores are empty\n"))
+        }
+    }
+
     @Test func manualSyncPrintsTheConflictsAndKeepsBothHeads() async throws {
         try await withFolder { folder in
             let (a, b) = ("json:\(folder)/a", "lmdb:\(folder)/b")
@@ -179,5 +189,11 @@ import Testing
         var verifying = progress
         verifying.phase = .verifying
         #expect(verifying.line.contains("verifying") && !verifying.line.contains("versions") && verifying.line.contains("12345 objects"))
+        // Drawn in one row of the terminal, however narrow, leaving its last column free.
+        let drawn = "migrate " + text
+        #expect(drawn.count > 79)
+        #expect(ProgressBar.fitted(drawn, columns: 80) == String(drawn.prefix(79)))
+        #expect(ProgressBar.fitted(drawn, columns: 200) == drawn)
+        #expect(ProgressBar.fitted(drawn, columns: 0).count == 1)
     }
 }

@@ -115,7 +115,8 @@ import Testing
             await tally.run(input) { tally in
                 var output = ""
                 try await command.execute(&output) { Data(input) }
-                if !output.contains("added \(type)/\(id)") { tally.fail(input, "put printed \(output)") }
+                // The key as text shows it: controls in a fuzzed type or id are escaped.
+                if !output.contains("added \(Rendering.key(RecordKey(type: type, id: id)))") { tally.fail(input, "put printed \(output)") }
             }
             await _Concurrency.Task.yield()
         }
