@@ -679,8 +679,9 @@ final class LMDBEnvironment: @unchecked Sendable {
                         if code == MDB_MAP_RESIZED { return .resized }
                         try check("mdb_txn_begin", code)
                         guard let txn else { throw LMDBFailure(call: "mdb_txn_begin", code: EINVAL) }
-                        // Not checked: a write transaction's values may be in its own dirty pages.
-                        let transaction = LMDBTransaction(txn: txn, mapped: nil)
+                        // Its values in its own dirty pages (on the heap, outside the map) are
+                        // not checked; those in the map are, as a read's.
+                        let transaction = LMDBTransaction(txn: txn, mapped: mapped, mapSize: Int(info.me_mapsize))
                         do {
                             let value = try body(transaction)
                             transaction.isFinished = true
@@ -803,10 +804,13 @@ final class LMDBTransaction {
     var isFinished = false
     /// The data file as mapped, to check values against, or `nil`: not checked.
     let mapped: MappedFile?
+    /// For a write transaction, the map's size: values outside the map are its dirty pages.
+    let mapSize: Int?
 
-    init(txn: OpaquePointer, mapped: MappedFile?) {
+    init(txn: OpaquePointer, mapped: MappedFile?, mapSize: Int? = nil) {
         self.txn = txn
         self.mapped = mapped
+        self.mapSize = mapSize
     }
 
     /// `value` where LMDB maps it, once it is known to lie within the data file: a damaged page
@@ -814,7 +818,8 @@ final class LMDBTransaction {
     /// raise SIGBUS.
     private func buffer(_ value: MDB_val, _ call: String) throws(LMDBFailure) -> UnsafeRawBufferPointer {
         guard value.mv_size > 0, let start = value.mv_data else { return UnsafeRawBufferPointer(start: nil, count: 0) }
-        if let mapped, let (offset, length) = mapped.outside(UInt(bitPattern: start), count: value.mv_size) {
+        if let mapped, mapSize.map({ mapped.maps(UInt(bitPattern: start), within: $0) }) ?? true,
+           let (offset, length) = mapped.outside(UInt(bitPattern: start), count: value.mv_size) {
             throw LMDBFailure(
                 call: call, code: MDB_CORRUPTED,
                 detail: "a value of \(value.mv_size) bytes at offset \(offset) runs past the \(length) bytes of data.mdb: the file is damaged")
@@ -1028,6 +1033,12 @@ final class MappedFile: @unchecked Sendable {
         if current > known { length.store(current, ordering: .relaxed) }
         if Self.contains(address, count, start, current) { return nil }
         return (Int(bitPattern: address &- start), current)
+    }
+
+    /// Whether `address` lies in the map of `mapSize` bytes (a write transaction's own pages
+    /// lie elsewhere).
+    func maps(_ address: UInt, within mapSize: Int) -> Bool {
+        address >= start && address - start < UInt(max(mapSize, 0))
     }
 
     private static func contains(_ address: UInt, _ count: Int, _ start: UInt, _ length: Int) -> Bool {

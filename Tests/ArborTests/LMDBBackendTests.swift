@@ -366,6 +366,11 @@ private let isLinux = false
             #expect { try damaged.withObjectBytes(hash) { $0?.count } } throws: { isArborError($0, .corruptObject, mentioning: "runs past", path) }
             await #expect { try await damaged.enumerateObjects(batchSize: 10) { _ in } } throws: { isArborError($0, .corruptObject, mentioning: "runs past", path) }
             try await damaged.close()
+            // Writes read stored values too: putting the object again into a store that keeps
+            // deltas reads what is stored under its hash, inside the write transaction.
+            let writing = try LMDBBackend.open(.init(path: path, restatesReplacedNodes: true))
+            await #expect { try await writing.put([(hash, bytes)]) } throws: { isArborError($0, .corruptObject, mentioning: "runs past", path) }
+            try await writing.close()
         }
     }
 }
