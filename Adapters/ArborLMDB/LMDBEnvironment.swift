@@ -213,6 +213,13 @@ final class LMDBEnvironment: @unchecked Sendable {
         return statvfs(path, &info) == 0 && (UInt(info.f_flag) & UInt(ST_RDONLY)) != 0
     }
 
+    /// The id of another process that has the environment in `path` open, or `nil` (none, or
+    /// it cannot be told): every process that opens it holds a lock on byte 0 of `lock.mdb`
+    /// (shared once open).
+    static func processWithTheStoreOpen(_ path: String) -> pid_t? {
+        FileLockProbe.process(holdingByte: 0, of: path + "/lock.mdb")
+    }
+
     /// The length of the file at `path` in bytes, or `nil` if it cannot be read.
     static func fileLength(_ path: String) -> Int? {
         var info = stat()
@@ -309,7 +316,8 @@ final class LMDBEnvironment: @unchecked Sendable {
     ///
     /// With `readOnly` (a folder on a read-only file system), LMDB opens it `MDB_RDONLY` and
     /// without its lock file (`MDB_NOLOCK`), which it could neither create nor write there;
-    /// without locks is safe because nothing can write to such a file system.
+    /// without locks is safe because nothing can write to such a file system, unless the store
+    /// is written through another mount: one another process has open is refused.
     static func open(
         path: String, create: Bool, mapSize: Int, maximumMapSize: Int, synchronous: Bool, readOnly: Bool = false,
         marker: (LMDBTransaction, MDB_dbi) throws -> Void
@@ -324,6 +332,15 @@ final class LMDBEnvironment: @unchecked Sendable {
             throw ArborError(.engine, "mdb_env_create returned no environment", backend: "lmdb")
         }
         let hadLockFile = fileExists(path + "/lock.mdb")
+        // Without locks, a reader's snapshot pins nothing: a writer of another mount (a
+        // container's `:ro` volume of a live store) reuses the pages it reads.
+        if readOnly, let process = processWithTheStoreOpen(path) {
+            mdb_env_close(handle)
+            throw ArborError(
+                .permissionDenied,
+                "\(path) is on a read-only file system, but process \(process) has the store open, and may write it through another mount, over pages a reader here would be reading: open it where it can be written, or read a copy (mdb_copy)",
+                backend: "lmdb", operation: "open")
+        }
         var removesLockFile = false
         do {
             try check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(handle, 8))

@@ -261,6 +261,15 @@ public final class SQLiteBackend: Backend, InPlaceReading {
                 "\(path) is on a read-only file system, and its -wal file holds commits that are not in the database file yet (the store was not closed cleanly): open it once where it can be written, which folds them in",
                 backend: "sqlite", operation: "open")
         }
+        // A read-only mount of a store another process has open, writable elsewhere (a
+        // container's `:ro` volume): opened as immutable, it would keep reading pages that
+        // process rewrites, as damage or stale heads.
+        if readOnly, let process = SQLiteFiles.processWithTheStoreOpen(path) {
+            throw ArborError(
+                .permissionDenied,
+                "\(path) is on a read-only file system, but process \(process) has the store open, and may write it through another mount, which a reader here would not see: open it where it can be written, or read a copy",
+                backend: "sqlite", operation: "open")
+        }
         let connection = try SQLiteConnection.connect(path: path, operation: "open", readOnly: readOnly)
         var hasDeltaColumns = true
         do {

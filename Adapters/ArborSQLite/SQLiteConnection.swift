@@ -313,6 +313,13 @@ enum SQLiteFiles {
         return statvfs(path, &info) == 0 && (UInt(info.f_flag) & UInt(ST_RDONLY)) != 0
     }
 
+    /// The id of another process that has the database at `path` open in WAL mode, or `nil`
+    /// (none, or it cannot be told): every connection holds a shared lock on the dead-man
+    /// switch byte of the `-shm` file (byte 128) for as long as it is open.
+    static func processWithTheStoreOpen(_ path: String) -> pid_t? {
+        FileLockProbe.process(holdingByte: 128, of: path + "-shm")
+    }
+
     /// The length of the file at `path`, or `nil` if there is none.
     static func length(_ path: String) -> Int? {
         var info = stat()

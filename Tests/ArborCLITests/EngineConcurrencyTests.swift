@@ -1,6 +1,7 @@
 import Arbor
 import ArborCLI
-import ArborLMDB
+@testable import ArborLMDB
+@testable import ArborSQLite
 import Foundation
 import Testing
 
@@ -29,6 +30,27 @@ private let isLinux = false
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         try await body("\(engine.rawValue):" + folder.appendingPathComponent("store").path)
+    }
+
+    /// A store on a read-only file system is opened without locks (LMDB) or as immutable
+    /// (SQLite), which is safe only while nobody writes it, as another process can through
+    /// another mount of it (a container's read-only volume of a live store). Such an open first
+    /// looks for a process that has the store open, as this probe does, and refuses then. (A
+    /// read-only mount cannot be made here without privileges: the probe is tested alone.)
+    @Test(arguments: [Engine.sqlite, .lmdb])
+    func aProcessThatHasTheStoreOpenIsFound(engine: Engine) async throws {
+        try await EngineConcurrencyTests.withStore(engine) { url in
+            let store = Store(backend: try await openBackend(try StoreLocation(parsing: url), create: true))
+            try await store.close()
+            let path = String(url.drop { $0 != ":" }.dropFirst())
+            let probe = { engine == .sqlite ? SQLiteFiles.processWithTheStoreOpen(path) : LMDBEnvironment.processWithTheStoreOpen(path) }
+            #expect(probe() == nil, "nobody has the store open")
+            let (child, output) = try ChildProcess.startCapturing("arbor-worker", ["commit", url, "1000000", "holder"])
+            defer { child.terminate(); child.waitUntilExit() }
+            // Its first commit's hash: it has the store open.
+            _ = output.fileHandleForReading.availableData
+            #expect(probe() == child.processIdentifier)
+        }
     }
 
     /// Processes killed while reading an LMDB store leave their reader slots taken; once the
