@@ -338,7 +338,7 @@ final class LMDBEnvironment: @unchecked Sendable {
             mdb_env_close(handle)
             throw ArborError(
                 .permissionDenied,
-                "\(path) is on a read-only file system, but process \(process) has the store open, and may write it through another mount, over pages a reader here would be reading: open it where it can be written, or read a copy (mdb_copy)",
+                "\(path) is on a read-only file system, but \(FileLockProbe.describe(process)) has the store open, and may write it through another mount, over pages a reader here would be reading: open it where it can be written, or read a copy (mdb_copy)",
                 backend: "lmdb", operation: "open")
         }
         var removesLockFile = false

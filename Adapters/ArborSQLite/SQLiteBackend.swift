@@ -267,7 +267,7 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         if readOnly, let process = SQLiteFiles.processWithTheStoreOpen(path) {
             throw ArborError(
                 .permissionDenied,
-                "\(path) is on a read-only file system, but process \(process) has the store open, and may write it through another mount, which a reader here would not see: open it where it can be written, or read a copy",
+                "\(path) is on a read-only file system, but \(FileLockProbe.describe(process)) has the store open, and may write it through another mount, which a reader here would not see: open it where it can be written, or read a copy",
                 backend: "sqlite", operation: "open")
         }
         let connection = try SQLiteConnection.connect(path: path, operation: "open", readOnly: readOnly)

@@ -26,4 +26,10 @@ package enum FileLockProbe {
         guard fcntl(descriptor, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK) else { return nil }
         return probe.l_pid
     }
+
+    /// `process` (from ``process(holdingByte:of:)``) as an error names it: Linux reports 0 for
+    /// a holder in another PID namespace (another container, or the host).
+    package static func describe(_ process: Int32) -> String {
+        process > 0 ? "process \(process)" : "a process outside this PID namespace (another container, or the host)"
+    }
 }

@@ -69,11 +69,12 @@ public enum URLSecrets {
 
     /// `text` with every occurrence of each of `secrets` (in order), matched byte for byte,
     /// replaced by `***`. A secret shorter than four bytes only where it stands as a credential
-    /// stands in a URL (after `:` or `=`, before `@`, `&`, a quote, a space or the end): a
-    /// password `1` would otherwise turn every address and count into `***`.
+    /// stands in a URL or as libpq quotes one (after `:`, `=` or a quote; before `@`, `&`, `#`,
+    /// a quote, a space or the end): a password `1` would otherwise turn every address and
+    /// count into `***`.
     public static func redacting(_ secrets: [String], in text: String) -> String {
         var bytes = Array(text.utf8)
-        let before = Set(":=".utf8), after = Set("@&\"' )\n".utf8)
+        let before = Set(":=\"'".utf8), after = Set("@&#\"' )\n".utf8)
         for secret in secrets {
             let needle = Array(secret.utf8)
             guard let first = needle.first, bytes.firstRange(of: needle) != nil else { continue }

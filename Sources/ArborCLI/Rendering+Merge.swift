@@ -11,7 +11,7 @@ extension Rendering {
         case .merged(let version, let report)?:
             var lines = ["\(version.id.abbreviated()) merged \(version.parents.map { $0.abbreviated() }.joined(separator: " and ")): "
                          + "\(count(report.clean.count, "record", "records")) merged cleanly, \(count(report.resolved.count, "conflict", "conflicts")) settled"]
-            lines += report.clean.map { "  = \($0)" }
+            lines += report.clean.map { "  = \(key($0))" }
             lines += report.resolved.map { "  " + line($0) }
             return lines
         case .conflicts(let conflicts)?:

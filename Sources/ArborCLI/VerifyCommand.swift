@@ -48,7 +48,7 @@ extension Rendering {
                 + "\(report.nonCanonicalCount) non-canonical; "
                 + "\(count(report.unreachableObjects, "unreachable object", "unreachable objects")); \(seconds(report.seconds))",
         ]
-        lines += report.damage.map { "  \($0.kind.rawValue) \($0.hash): \($0.detail)" }
+        lines += report.damage.map { "  \($0.kind.rawValue) \($0.hash): \(printable($0.detail))" }
         if report.damage.count < report.missingCount + report.corruptCount + report.nonCanonicalCount { lines.append("  … and more") }
         return lines
     }

@@ -91,7 +91,7 @@ import Testing
             var changes = ChangeSet()
             let forged = "x\n+ Task/admin\u{1B}[2J\u{202E}"
             try changes.save(Record(type: "Task", id: forged, properties: ["ti\u{1B}tle": .string("a\u{1B}b\u{9B}")]))
-            try await store.commit(changes, message: "first\u{1B}[31m\nsecond\u{9B}")
+            let first = try await store.commit(changes, message: "first\u{1B}[31m\nsecond\u{9B}")
             try await store.close()
             let acting: (Unicode.Scalar) -> Bool = { [0x1B, 0x9B, 0x07, 0x202E].contains($0.value) }
             for output in [try await arbor("show", url, "HEAD"), try await arbor("get", url, "Task", forged)] {
@@ -113,6 +113,17 @@ import Testing
             let command = try #require(try ArborCommand.parseAsRoot(["get", url, "Task", "no\u{1B}pe"]) as? GetCommand)
             let message = command.errorMessage(for: ArborError(.notFound, "no Task/no\u{1B}pe"))
             #expect(message == #"no Task/no\u{1B}pe"#)
+
+            // Two heads, one changing the record: a merge lists it among those merged cleanly.
+            let again = Store(backend: try JSONBackend.open(.init(path: path)))
+            var edit = ChangeSet(), other = ChangeSet()
+            try edit.save(Record(type: "Task", id: forged, properties: ["ti\u{1B}tle": .string("edited")]))
+            try other.save(Record(type: "Task", id: "other", properties: [:]))
+            _ = try await again.commit(edit, parents: [first.id])
+            _ = try await again.commit(other, parents: [first.id])
+            try await again.close()
+            let mergedText = try await arbor("merge", url)
+            #expect(!mergedText.unicodeScalars.contains(where: acting) && mergedText.contains(#"= Task/x\u{A}+ Task/admin"#), "\(mergedText)")
         }
     }
 

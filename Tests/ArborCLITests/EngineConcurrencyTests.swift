@@ -51,6 +51,8 @@ private let isLinux = false
             _ = output.fileHandleForReading.availableData
             #expect(probe() == child.processIdentifier)
         }
+        // Linux reports 0 for a holder in another PID namespace: named as such, not "process 0".
+        #expect(FileLockProbe.describe(0).contains("outside this PID namespace") && FileLockProbe.describe(42) == "process 42")
     }
 
     /// Processes killed while reading an LMDB store leave their reader slots taken; once the

@@ -126,6 +126,9 @@ import Testing
             #expect(message.contains("127.0.0.1") && message.contains(":***@") && !message.contains(secret), "\(message)")
         }
         #expect(URLSecrets.redacting(["1"], in: "postgres://bob:1@host:5432/db1?password=1&n=10") == "postgres://bob:***@host:5432/db1?password=***&n=10")
+        // As libpq quotes a token it cannot decode, and before a fragment.
+        #expect(URLSecrets.redacting(["a%z"], in: #"invalid percent-encoded token: "a%z""#) == #"invalid percent-encoded token: "***""#)
+        #expect(URLSecrets.redacting(["ab"], in: "postgres://h/db?password=ab#x") == "postgres://h/db?password=***#x")
     }
 
     // MARK: Redaction

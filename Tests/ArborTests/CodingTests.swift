@@ -24,6 +24,17 @@ import Testing
             return (error as? ArborError)?.code == .coding && !text.contains("s3cr3t") && text.contains("at token")
                 && text.contains("found a string of 10007 bytes") && text.count < 1_000
         }
+        // A type's own decoding (an enum's raw value) quotes the string it refuses: not here.
+        enum Level: String, Codable { case low, high }
+        struct Levelled: Storable {
+            static let typeName = "Account"
+            var id: String
+            var token: Level
+        }
+        await #expect { try await store.value(Levelled.self, id: "a") } throws: { error in
+            let text = "\(error)"
+            return (error as? ArborError)?.code == .coding && !text.contains("s3cr3t") && text.contains("at token") && text.count < 1_000
+        }
     }
 
     @Test func everyPropertyKindRoundTripsThroughRecords() throws {

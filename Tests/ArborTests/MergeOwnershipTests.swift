@@ -330,6 +330,63 @@ import Testing
         }
     }
 
+    /// Ours drops item `i` from `t1`; theirs moves it into an entry of `t2`'s `slots` beside a
+    /// new note, and adds an entry of two more new records. Where the delete wins, `t2` cannot
+    /// let `i` go alone (its entry holds the new note too), so it keeps it, and every new record
+    /// stays: none of theirs goes with a property put back as it was.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs])
+    func aDeleteThatMeetsAMoveIntoASharedEntryKeepsEveryNewRecord(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        let (base, _) = try await itemInFolder(in: store)
+        let leaf = { (id: String) in Record(type: "Leaf", id: id, properties: ["v": .int(1)]) }
+        func slot(_ box: RecordKey, _ note: String) -> PropertyValue { .map(["box": .child(box), "note": .child(RecordKey(type: "Leaf", id: note))]) }
+        let theirs = try await store.change(on: base) {
+            try $0.save(folder("t1", []))
+            try $0.save(Record(type: "Folder", id: "t2", properties: [
+                "name": .string(""), "kids": .array([]),
+                "slots": .array([slot(RecordKey(type: "Leaf", id: "i"), "n"), slot(folderKey("c"), "d")]),
+            ]))
+            for id in ["n", "d"] { try $0.save(leaf(id)) }
+            try $0.save(folder("c", []))
+        }
+        let ours = try await store.change(on: base) { try $0.save(folder("t1", [])) }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        let leaves = Set(try await store.records(ofType: "Leaf", at: merged.id).map(\.key.id))
+        #expect(leaves.isSuperset(of: ["n", "d"]), "\(strategy): \(leaves)")
+        #expect(try await store.record(folderKey("c"), at: merged.id) != nil)
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// Ours moves note a from t3's `pinned` into r's (deleting r's note y) and deletes t3;
+    /// theirs first empties r's `pinned` (deleting y too), then, last, edits t3. Most-recent
+    /// keeps ours' r.pinned and theirs' t3 whole: both hold a. r's move is undone as theirs left
+    /// r (no note), not back to the ancestor's y, which both sides deleted and which must not
+    /// come back.
+    @Test func undoingAMoveDoesNotBringBackWhatBothSidesDeleted() async throws {
+        let store = Store.ticking()
+        let (a, y) = (Note(id: "a", text: "moving"), Note(id: "y", text: "gone on both sides"))
+        let base = try await store.change(on: nil) {
+            try $0.save(Task(id: "t3", title: "three", done: false, pinned: a))
+            try $0.save(Task(id: "r", title: "r", done: false, pinned: y))
+        }
+        let theirsFirst = try await store.change(on: base) { try $0.save(Task(id: "r", title: "r", done: false)) }
+        let ours = try await store.change(on: base) {
+            try $0.save(Task(id: "r", title: "r", done: false, pinned: a))
+            try $0.delete(Task.self, id: "t3")
+        }
+        let theirs = try await store.change(on: theirsFirst) { try $0.save(Task(id: "t3", title: "edited", done: false, pinned: a)) }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: .mostRecent)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        #expect(try await store.values(Task.self, at: merged.id) == [
+            Task(id: "r", title: "r", done: false), Task(id: "t3", title: "edited", done: false, pinned: a),
+        ])
+        #expect(try await store.value(Note.self, id: "y", at: merged.id) == nil)
+        #expect(try await store.verify().isIntact)
+    }
+
     /// One side reorders a folder's children and the other adds one: the reorder stands, the
     /// new child after. Both sides reordering them differently, one also adding a child, keep the
     /// ancestor's order and the new child, whatever the strategy: no conflict takes one side's

@@ -195,7 +195,13 @@ struct MergeState {
     /// - Complexity: O(m) for `m` merged records.
     private mutating func releaseSharedChildren(preferring side: RecordMerge.Side?) throws -> Bool {
         var released = false
-        for (child, keys) in holders() where keys.count > 1 {
+        // In key order, so that every replica settles them alike.
+        for (child, found) in holders().filter({ $0.value.count > 1 }).sorted(by: { $0.key < $1.key }) {
+            // As the merge now stands: a record may have let this child go since `holders()`.
+            let keys = found.filter { key in
+                if case .some(.some(let record)) = merged[key] { record.childKeys.contains(child) } else { false }
+            }
+            guard keys.count > 1 else { continue }
             var moved = [RecordKey](), others = [RecordKey](), preferred = [RecordKey]()
             for key in keys.sorted() {
                 func holds(_ bytes: [UInt8]?) throws -> Bool { try bytes.map { try RecordCoding.childKeys($0).contains(child) } ?? false }
@@ -214,35 +220,49 @@ struct MergeState {
                 holding -= 1
                 released = true
             }
-            // Where that leaves it shared, held in properties of their own, the move that put
-            // it there is undone, in the same order: the property goes back to its value at the
-            // ancestor, which did not hold it (and whose children ownership then settles).
+            // Where that leaves it shared, held in properties of their own, a move that put it
+            // there is undone, in the same order (``lettingGoAsASideHolds(_:in:)``). That can let
+            // other children go or name others: ownership is settled again before the next.
             for key in moved + others + preferred where holding > 1 {
-                guard case .some(.some(let record)) = merged[key], let reverted = try revertingHolds(of: child, in: record) else { continue }
-                merged[key] = .some(reverted)
-                holding -= 1
-                released = true
+                guard case .some(.some(let record)) = merged[key], let undone = try lettingGoAsASideHolds(child, in: record) else { continue }
+                merged[key] = .some(undone)
+                return true
             }
         }
         return released
     }
 
-    /// `record` without child `child`: dropped from its arrays (``PropertyValue/droppingElement(_:wholeEntries:)``),
-    /// and each property that holds it otherwise back to its value at the ancestor; `nil` where
-    /// that value held the child too, or the record is new since the ancestor (no value its type
-    /// is known to decode without the child).
-    private func revertingHolds(of child: RecordKey, in record: Record) throws -> Record? {
-        guard let baseBytes = base[record.key] else { return nil }
-        let before = try RecordCoding.decode(baseBytes)
+    /// `record` without child `child` where a side's version of it does without it: dropped from
+    /// its arrays (``PropertyValue/droppingElement(_:wholeEntries:)``), and each property that
+    /// holds it alone otherwise set as a side has it that does not hold it there: the move that
+    /// put it there undone as the other side left it (where both sides' values lack it and
+    /// differ, the ancestor's if one is, else the one whose encoding sorts first, so both
+    /// directions of a merge agree). `nil` where no side does without it there, where a
+    /// property holds it with other children outside an array (they would go with it), or for
+    /// a record no side changed.
+    private func lettingGoAsASideHolds(_ child: RecordKey, in record: Record) throws -> Record? {
+        guard isChanged.contains(record.key) else { return nil }
+        let sides = try [ours[record.key], theirs[record.key]].compactMap { try $0.map(RecordCoding.decode) }
+        let before = try base[record.key].map(RecordCoding.decode)
         var properties = record.properties
         for (name, value) in record.properties where value.childKeys.contains(child) {
             if let without = value.droppingElement(child, wholeEntries: true), !without.childKeys.contains(child) {
                 properties[name] = without
-            } else if before[name]?.childKeys.contains(child) != true {
-                properties[name] = before[name]
-            } else {
-                return nil
+                continue
             }
+            guard value.childKeys == [child] else { return nil }
+            let lacking = sides.map { $0[name] }.filter { $0?.childKeys.contains(child) != true }
+            guard let first = lacking.first else { return nil }
+            var chosen = first
+            if lacking.count == 2, lacking[0] != lacking[1] {
+                if let before, lacking.contains(where: { $0 == before[name] }) {
+                    chosen = before[name]
+                } else {
+                    let encodings = lacking.map { RecordCoding.encode($0.map { [name: $0] } ?? [:]) }
+                    chosen = encodings[0].lexicographicallyPrecedes(encodings[1]) ? lacking[0] : lacking[1]
+                }
+            }
+            properties[name] = chosen
         }
         return Record(key: record.key, properties: properties)
     }
@@ -340,10 +360,10 @@ struct MergeState {
 
     /// Lets `children` go from every merged record that holds them (records a side deleted that
     /// the merge deletes, which the other side had moved): from its arrays, with the entry that
-    /// wraps one if it is the entry's only child; a property that holds one otherwise goes back
-    /// to its value at the ancestor, which did not hold it (the move is undone). A record new
-    /// since the ancestor, or whose property held the child there too, keeps it, and the merge
-    /// keeps the child.
+    /// wraps one if it is the entry's only child; a property of its own that holds one alone is
+    /// set as the side that did not move it there has it (``lettingGoAsASideHolds(_:in:)``).
+    /// A record that holds one otherwise (with other children outside an array, or on both
+    /// sides) keeps it, and the merge keeps the child.
     ///
     /// - Complexity: O(m + e·c) for `m` merged records, `e` elements of the arrays that hold
     ///   the `c` children.
@@ -352,20 +372,21 @@ struct MergeState {
         for case let (key, record?) in merged {
             let held = Set(record.childKeys).intersection(children)
             guard !held.isEmpty else { continue }
-            var properties = record.properties
-            var before: [String: PropertyValue]?
-            for (name, value) in record.properties where value.holdsChildren {
-                // In key order: letting one go can change what another's removal takes.
-                for child in held.sorted() where properties[name]?.childKeys.contains(child) == true {
-                    if let without = properties[name]?.droppingElement(child, wholeEntries: true), !without.childKeys.contains(child) {
-                        properties[name] = without
-                    } else if let baseBytes = base[key] {
-                        if before == nil { before = try RecordCoding.decode(baseBytes) }
-                        if before?[name]?.childKeys.contains(child) != true { properties[name] = before?[name] }
+            var kept = record
+            // In key order: letting one go can change what another's removal takes.
+            for child in held.sorted() where kept.childKeys.contains(child) {
+                if let without = try lettingGoAsASideHolds(child, in: kept) {
+                    kept = without
+                } else {
+                    // Where it cannot go everywhere, from the arrays that can let it go.
+                    var properties = kept.properties
+                    for (name, value) in kept.properties where value.holdsChildren && value.childKeys.contains(child) {
+                        if let without = value.droppingElement(child, wholeEntries: true) { properties[name] = without }
                     }
+                    kept = Record(key: key, properties: properties)
                 }
             }
-            merged[key] = .some(Record(key: key, properties: properties))
+            merged[key] = .some(kept)
         }
     }
 

@@ -138,18 +138,42 @@ extension Store {
 
     private func decodeValue<Value: Storable>(_ type: Value.Type, key: RecordKey, tree: [RecordKey: Record]) throws -> Value {
         do { return try RecordDecoder.value(type, key: key, records: tree) } catch let error as DecodingError {
-            throw ArborError(.coding, "record \(key) cannot be decoded as \(Value.self): \(Store.describe(error))", underlying: error)
+            // Without the decoding error itself, whose text may quote the stored value.
+            throw ArborError(.coding, "record \(key) cannot be decoded as \(Value.self): \(Store.describe(error, in: tree[key], tree: tree))")
         }
     }
 
-    static func describe(_ error: DecodingError) -> String {
+    /// `error`'s path and description, where the value stored at that path in `record` (and
+    /// the child records of `tree`) is named by kind and size, not quoted: a type's own
+    /// decoding (an enum's raw value) says "invalid String value" and the whole string, which
+    /// may be large or secret.
+    static func describe(_ error: DecodingError, in record: Record? = nil, tree: [RecordKey: Record] = [:]) -> String {
         switch error {
         case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context), .dataCorrupted(let context):
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
-            return (path.isEmpty ? "" : "at \(path): ") + context.debugDescription
+            var description = context.debugDescription
+            if let record, case .string(let text)? = value(at: context.codingPath, in: record, tree: tree), !text.isEmpty {
+                description = description.replacingOccurrences(of: text, with: "(\(PropertyValue.string(text).kindAndSize))")
+            }
+            return (path.isEmpty ? "" : "at \(path): ") + description
         @unknown default:
-            return "\(error)"
+            return "a value that does not decode"
         }
+    }
+
+    /// The value at `path` (property names, array indices, through child records) in `record`.
+    private static func value(at path: [any CodingKey], in record: Record, tree: [RecordKey: Record]) -> PropertyValue? {
+        var current = PropertyValue.map(record.properties)
+        for key in path {
+            if case .child(let childKey) = current, let child = tree[childKey] { current = .map(child.properties) }
+            switch current {
+            case .map(let values): guard let next = values[key.stringValue] else { return nil }; current = next
+            case .array(let values): guard let index = key.intValue, values.indices.contains(index) else { return nil }; current = values[index]
+            default: return nil
+            }
+        }
+        if case .child(let childKey) = current, let child = tree[childKey] { current = .map(child.properties) }
+        return current
     }
 
     /// `records` plus every record they own, loaded one ownership level per batch.

@@ -207,7 +207,7 @@ public final class Store: Sendable {
                     // out, as any head another builds on). A caller retrying on the error would
                     // make a second version of the same change.
                     lostAnswers += 1
-                    if time == nil { time = try await version(adding).time }
+                    if time == nil { time = try await versions([adding])[0].time }
                 } else {
                     // Given up, or cancelled in flight (PostgreSQL's cancel request can reach the
                     // server after the statement committed): it landed if the heads, read outside
@@ -242,7 +242,8 @@ public final class Store: Sendable {
                 guard let parent = version.parents.first else {
                     throw ArborError(.unknownVersion, "\(text.prefix(80)) goes back \(steps) versions, but the history ends after \(step)")
                 }
-                version = try await self.version(parent)
+                // A hash the history holds: one that names no version is damage, not a wrong argument.
+                version = try await versions([parent])[0]
             }
             return version
         }
