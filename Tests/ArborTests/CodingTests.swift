@@ -221,6 +221,22 @@ import Testing
         #expect(levels == depth)
     }
 
+    /// A hand-made chain of child records longer than any value decodes is refused once it
+    /// passes that depth, not loaded to its end a batch of reads per level first.
+    @Test func aChainOfChildRecordsTooDeepToDecodeIsNotLoadedToItsEnd() async throws {
+        let store = Store(backend: MemoryBackend())
+        var changes = ChangeSet()
+        let depth = 1_000
+        for level in 0...depth {
+            let below: [PropertyValue] = level < depth ? [.child(RecordKey(type: CountedNode.typeName, id: "n\(level + 1)"))] : []
+            try changes.save(Record(type: CountedNode.typeName, id: "n\(level)", properties: ["id": .string("n\(level)"), "below": .array(below)]))
+        }
+        try await store.commit(changes)
+        await #expect { try await store.value(CountedNode.self, id: "n0") } throws: { error in
+            (error as? ArborError)?.code == .coding && "\(error)".contains("past 256 levels of child records")
+        }
+    }
+
     /// A type that does not decode its id (as `let id = UUID()` does not) read back as a value
     /// with another id, which a save then wrote as a second record. The read is now refused,
     /// as a root and as a child; the records stay as they were.

@@ -177,10 +177,18 @@ extension Store {
     }
 
     /// `records` plus every record they own, loaded one ownership level per batch.
+    /// Stops at ``RecordDecoder/maximumTreeDepth`` levels, past which no value decodes: a chain
+    /// of child records made by hand (a hostile replica's) would otherwise cost a batch of reads
+    /// per level, however long.
     func withChildren(_ records: [RecordKey: Record], root: Hash, source: NodeSource) async throws -> [RecordKey: Record] {
         var tree = records
         var frontier = records.values.flatMap(\.childKeys).filter { tree[$0] == nil }
+        var levels = 0
         while !frontier.isEmpty {
+            levels += 1
+            guard levels <= RecordDecoder.maximumTreeDepth else {
+                throw ArborError(.coding, "a value tree goes on past \(RecordDecoder.maximumTreeDepth) levels of child records, deeper than any value decodes", operation: "read")
+            }
             let loaded = try await self.records(Array(Set(frontier)), root: root, source: source)
             tree.merge(loaded) { $1 }
             frontier = loaded.values.flatMap(\.childKeys).filter { tree[$0] == nil }
