@@ -385,6 +385,11 @@ final class PGConnection {
         // Arbor's statements are short lookups; JIT compilation (PostgreSQL 11+) would cost them
         // more than it saves. Best effort: a server without the setting keeps its default.
         if let result = PQexec(handle, "SET jit = off") { PQclear(result) }
+        // The compare-and-swap of refs and the puts that ignore objects already there rely on
+        // READ COMMITTED, which a database's or role's default may have changed: under
+        // REPEATABLE READ or SERIALIZABLE, a swap losing a race fails with a serialization error
+        // instead of finding the ref changed.
+        if let result = PQexec(handle, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED") { PQclear(result) }
         // A lock another session holds (an administrator's LOCK TABLE, a transaction left open)
         // would hold every call behind it for as long: past the lock timeout, the call fails and
         // changes nothing. Set only where the server, its database or role, or the URL set

@@ -488,7 +488,7 @@ enum Statements {
               UNION
                 SELECT o.hash, o.bytes FROM walk w
                 CROSS JOIN LATERAL generate_series(0, CASE
-                    WHEN octet_length(w.bytes) >= 35 AND substring(w.bytes FROM 1 FOR 2) = '\\xa103'::bytea
+                    WHEN octet_length(w.bytes) >= 35 AND substring(w.bytes FROM 1 FOR 2) = decode('a103', 'hex')
                     THEN least(get_byte(w.bytes, 34), (octet_length(w.bytes) - 35) / 32) - 1 ELSE -1 END) AS parent(i)
                 CROSS JOIN LATERAL (
                     SELECT hash, bytes FROM arbor_objects WHERE hash = substring(w.bytes FROM 36 + 32 * parent.i FOR 32) LIMIT 1) AS o
@@ -555,8 +555,10 @@ enum Schema {
     static func marker(on connection: PGConnection, operation: String) throws -> (format: String?, version: String?) {
         // Another program's arbor_meta, without these columns, is no marker (rather than a
         // failed query): open says the database is not a store, create that it is taken.
+        // From pg_attribute: information_schema shows only the columns the role may use, and a
+        // role without rights on the table would read as another program's table.
         let columns = try connection.execute(
-            "SELECT count(*)::int8 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'arbor_meta' AND column_name IN ('key', 'value')",
+            "SELECT count(*)::int8 FROM pg_catalog.pg_attribute a WHERE a.attrelid = (SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = current_schema()) AND c.relname = 'arbor_meta') AND a.attname IN ('key', 'value') AND a.attnum > 0 AND NOT a.attisdropped",
             operation: operation)
         guard columns.int64(0, 0) == 2 else { return (nil, nil) }
         let rows = try connection.execute("SELECT key::text, value::text FROM arbor_meta WHERE key::text IN ('format', 'version')", operation: operation)

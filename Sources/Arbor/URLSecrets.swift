@@ -33,9 +33,10 @@ public enum URLSecrets {
             found.append(password)
             // libpq ends the user info at the *first* "@" and reads the rest as hosts, ports and a
             // database, which its messages quote: the pieces between those delimiters are secret
-            // too (from four bytes: shorter ones cannot be told from ordinary text).
+            // too (shorter than four bytes, hidden only where they stand as credentials or as
+            // libpq quotes them: see redacting(_:in:)).
             let delimiters = Set("@:/,?#".utf8)
-            found += password.split(whereSeparator: delimiters.contains).filter { $0.count >= 4 && $0.count < password.count }
+            found += password.split(whereSeparator: delimiters.contains).filter { $0.count < password.count }
         }
         if query < afterScheme.endIndex {
             for parameter in afterScheme[(query + 1)...].split(separator: UInt8(ascii: "&")) {
@@ -46,7 +47,7 @@ public enum URLSecrets {
                 found.append(parts[1])
                 // As for the user info's password: pieces libpq may read as hosts or a database.
                 let delimiters = Set("@:/,?#".utf8)
-                found += parts[1].split(whereSeparator: delimiters.contains).filter { $0.count >= 4 && $0.count < parts[1].count }
+                found += parts[1].split(whereSeparator: delimiters.contains).filter { $0.count < parts[1].count }
             }
         }
         // Sets of bytes, not of strings: two spellings Swift treats as equal are both secrets.

@@ -65,7 +65,11 @@ extension Rendering {
                 + "(\(ProgressBar.bytes(report.bytesChecked))) match their hashes and the source; every head's index is complete "
                 + "(\(seconds(report.verifySeconds)))")
             if report.sourceChangedSinceCopy {
-                lines.append("the source changed during the migration: the copy holds its state when the copy began; arbor exchange FROM TO brings it up to date")
+                // A latest-only copy shares no version with its source: an exchange would bring
+                // the whole history and leave the copy's heads beside the source's.
+                lines.append(report.latestOnly
+                    ? "the source changed during the migration: the copy holds its heads' state when the copy began; migrate --latest into a new store for the newer one"
+                    : "the source changed during the migration: the copy holds its state when the copy began; arbor exchange FROM TO brings it up to date")
             }
         } else {
             lines.append("not verified (--no-verify)")

@@ -1,4 +1,4 @@
-import Arbor
+@testable import Arbor
 @testable import ArborCLI
 import Foundation
 import Testing
@@ -71,6 +71,19 @@ import Testing
             let latest = try json(try await arbor("migrate", a, "json:\(folder)/e", "--latest", "--json"))
             #expect(latest["latestOnly"] == .bool(true) && latest["versions"] == .number("1"))
             #expect(lines(try await arbor("log", "json:\(folder)/e")).count == 1)
+        }
+    }
+
+    /// A migration whose source moved on during it says how to catch up: an exchange for a copy
+    /// of the whole history, another migration for a --latest copy, which shares no version
+    /// with its source (an exchange would bring the whole history and leave two heads).
+    @Test func aMovedSourceIsCaughtUpAsTheCopyAllows() {
+        for latest in [false, true] {
+            var report = MigrationReport(latestOnly: latest)
+            report.verified = true
+            report.sourceChangedSinceCopy = true
+            let text = Rendering.lines(report).joined(separator: "\n")
+            #expect(text.contains("arbor exchange FROM TO") == !latest && text.contains("migrate --latest into a new store") == latest, "\(text)")
         }
     }
 

@@ -398,6 +398,63 @@ import Testing
         }
     }
 
+    /// Server settings the adapter's statements depend on, set otherwise by a database, a role
+    /// or the URL: a default isolation of SERIALIZABLE, under which a compare-and-swap losing a
+    /// race to another client failed with a serialization error (READ COMMITTED finds the ref
+    /// changed, and the commit retries); and standard_conforming_strings off, under which the
+    /// history query's bytea literal became another value, so a walk of the history followed no
+    /// parent in the server and took a round trip per generation. Four clients committing at
+    /// once and a walk of the history work under both.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func commitsAndHistoryWorkWhateverTheSessionDefaults() async throws {
+        try await withDatabase { url in
+            try await PostgresBackend.create(.init(url: url)).close()
+            let tuned = url + (url.contains("?") ? "&" : "?") + "options=-c%20default_transaction_isolation%3Dserializable%20-c%20standard_conforming_strings%3Doff"
+            var stores = [Store]()
+            for client in 0..<4 { stores.append(Store(backend: try await PostgresBackend.open(.init(url: tuned)), configuration: .init(replica: "c\(client)"))) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (client, store) in stores.enumerated() {
+                    group.addTask {
+                        for index in 0..<8 { try await store.save(Task(id: "t\(client)-\(index)", title: "x", done: false)) }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // Every commit landed, each reachable from the heads.
+            #expect(try await stores[0].log().count == 32)
+            // The server walks the parents itself: one request brings the ancestry.
+            let head = try #require(try await stores[0].head())
+            #expect(try await stores[0].backend.ancestry(of: [head.id], limit: 100).count > 1)
+            let check = try PostgresSession(url: tuned)
+            #expect(try check.execute("SHOW standard_conforming_strings").text(0, 0) == "off")
+            for store in stores { try await store.close() }
+        }
+    }
+
+    /// A role that may connect but was granted nothing on a store's tables is told so, not that
+    /// the database is not an Arbor store: the marker's columns were looked up where only the
+    /// columns a role may use are shown.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func aRoleWithoutRightsOnTheTablesIsPermissionDenied() async throws {
+        guard let superuser = PostgresTestServer.superuserURL else {
+            if PostgresTestServer.isCI { Issue.record("CI=true but the fixture's folder is not set: run scripts/test.sh") }
+            return
+        }
+        try await withDatabase { url in
+            try await PostgresBackend.create(.init(url: url)).close()
+            let admin = try PostgresSession(url: superuser)
+            // A generated identifier and password, never data.
+            let role = "arbor_norights_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
+            _ = try admin.execute("CREATE ROLE \(role) LOGIN PASSWORD 'n0-rights-pw'")
+            defer { _ = try? admin.execute("DROP ROLE IF EXISTS \(role)") }
+            guard var components = URLComponents(string: url) else { throw ArborError(.invalidInput, "the fixture's URL does not parse") }
+            components.user = role
+            components.password = "n0-rights-pw"
+            let limited = try #require(components.string)
+            await #expect { try await PostgresBackend.open(.init(url: limited)) } throws: { error in
+                (error as? ArborError)?.code == .permissionDenied && !"\(error)".contains("not an Arbor store") && !"\(error)".contains("n0-rights-pw")
+            }
+        }
+    }
+
     /// A cancelled task stops its PostgreSQL call: one waiting for a lock another session holds
     /// is cancelled on the server (it used to wait as long as the lock), one waiting for a free
     /// connection leaves the queue at once; both throw CancellationError, and the store works

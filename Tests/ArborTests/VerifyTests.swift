@@ -107,6 +107,22 @@ import Testing
         #expect(backend.largestRead > size && backend.largestRead <= BlobRequestSizer.byteBudget + size + 1_024)
     }
 
+    /// A damaged index root that two versions far apart in the history share (a change, 300
+    /// others, then the change undone), on an adapter that refuses a damaged object and with it
+    /// the whole batch, as the JSON adapter does: verify reports it, rather than stop with the
+    /// adapter's error when it meets the root again in a later chunk of versions.
+    @Test func aDamagedRootMetAgainLaterInTheHistoryIsReported() async throws {
+        let inner = MemoryBackend()
+        let writer = Store(backend: inner, configuration: .init(replica: "v"))
+        let first = try await writer.save(Task(id: "t", title: "kept", done: false))
+        for index in 0..<300 { try await writer.save(Task(id: "t", title: "title \(index)", done: false)) }
+        let reverted = try await writer.save(Task(id: "t", title: "kept", done: false))
+        #expect(reverted.root == first.root)
+        let store = Store(backend: RefusingBackend(inner, refusing: first.root))
+        let report = try await store.verify()
+        #expect(!report.isIntact && report.damage.contains { $0.hash == first.root }, "\(report.damage)")
+    }
+
     @Test func missingCorruptAndMalformedObjectsAreNamed() async throws {
         let inner = MemoryBackend()
         let store = try await filled(inner)
@@ -214,5 +230,20 @@ import Testing
         let report = try await store.verify()
         #expect(report.corruptCount == 1 && report.damage.first?.hash == Hash.of(commit), "\(report.damage)")
         #expect(report.damage.first?.detail.contains("is a commit, not an index node") == true, "\(report.damage)")
+    }
+}
+
+/// Refuses every batch that asks for `victim` with ``ArborError/Code/corruptObject``, as the
+/// JSON adapter refuses a file that does not match its hash.
+final class RefusingBackend: ForwardingBackend {
+    let inner: any Backend
+    let victim: Hash
+    init(_ inner: any Backend, refusing victim: Hash) {
+        self.inner = inner
+        self.victim = victim
+    }
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        guard !hashes.contains(victim) else { throw ArborError(.corruptObject, "object \(victim) does not match its hash", backend: "refusing") }
+        return try await inner.get(hashes)
     }
 }

@@ -63,7 +63,7 @@ extension Store {
         if !targetRefs.isEmpty {
             // A migration whose copy finished, stopped before it said so (a kill, a dropped
             // connection, Ctrl-C while verifying): run again, it verifies and copies nothing.
-            guard try await holdsFinishedCopy(in: target, refs: targetRefs, latestOnly: latestOnly) else {
+            guard let matched = try await finishedCopy(in: target, refs: targetRefs, latestOnly: latestOnly) else {
                 throw ArborError(
                     .alreadyExists, "the target store is not empty (it has \(targetRefs.count == 1 ? "a ref" : "\(targetRefs.count) refs")): migrate and clone copy into a store without versions (an earlier copy of this store is brought up to date by an exchange)",
                     backend: target.backend.engineName, operation: "migrate")
@@ -76,7 +76,12 @@ extension Store {
             report.exchange.heads = report.heads
             report.exchange.alreadyInSync = true
             if verify {
-                try await MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly).run(&report, progress: progress)
+                // Checked against the source as it matched the copy: one written to since (the
+                // count of the target's objects before takes minutes on a large store) has moved
+                // on, and is said to have.
+                var check = MigrationCheck(source: backend, target: target.backend, latestOnly: latestOnly)
+                check.copied = latestOnly ? (refs: nil, heads: matched.heads) : (refs: matched.refs, heads: nil)
+                try await check.run(&report, progress: progress)
             }
             return report
         }
@@ -108,15 +113,20 @@ extension Store {
 extension Store {
     /// Whether `target`, whose refs are `refs`, holds what a migration of this store would have
     /// made: the same refs, or with `latestOnly` a heads ref alone whose versions have no parents
-    /// and the roots of this store's heads.
-    fileprivate func holdsFinishedCopy(in target: Store, refs: [String: Hash], latestOnly: Bool) async throws -> Bool {
+    /// and the roots of this store's heads. Returns this store's refs, or heads, that it matched.
+    fileprivate func finishedCopy(in target: Store, refs: [String: Hash], latestOnly: Bool) async throws -> (refs: [String: Hash], heads: [Hash])? {
         let ownRefs = try await backend.refsBesidesClaims()
         // The heads are set before the other refs: a copy may have stopped in between.
-        guard latestOnly else { return refs[RefName.heads] == ownRefs[RefName.heads] && refs.allSatisfy { ownRefs[$0.key] == $0.value } }
-        guard refs.count == 1, refs[RefName.heads] != nil else { return false }
+        guard latestOnly else {
+            guard refs[RefName.heads] == ownRefs[RefName.heads] && refs.allSatisfy({ ownRefs[$0.key] == $0.value }) else { return nil }
+            return (ownRefs, [])
+        }
+        guard refs.count == 1, refs[RefName.heads] != nil else { return nil }
         let copied = try await target.heads()
-        guard copied.allSatisfy(\.parents.isEmpty) else { return false }
-        return copied.map(\.root).sorted() == (try await heads()).map(\.root).sorted()
+        guard copied.allSatisfy(\.parents.isEmpty) else { return nil }
+        let own = try await heads()
+        guard copied.map(\.root).sorted() == own.map(\.root).sorted() else { return nil }
+        return (ownRefs, own.map(\.id))
     }
 }
 

@@ -293,15 +293,9 @@ extension Store {
                 fetched = try await backend.get(chunk)
             } catch let error as ArborError where error.code == .corruptObject {
                 // One at a time, to tell the damaged ones from the rest.
-                var one = [Hash: [UInt8]]()
-                for hash in chunk {
-                    do {
-                        one.merge(try await backend.get([hash])) { $1 }
-                    } catch let error as ArborError where error.code == .corruptObject {
-                        ranked.append(((-1, 0, 0), hash, nil))
-                    }
-                }
-                fetched = one
+                let (readable, refused) = try await backend.getOneAtATime(chunk)
+                for hash in chunk where refused[hash] != nil { ranked.append(((-1, 0, 0), hash, nil)) }
+                fetched = readable
             }
             for (hash, bytes) in fetched { ranked.append((Self.sweepRank(bytes), hash, bytes)) }
         }

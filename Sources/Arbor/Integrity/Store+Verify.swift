@@ -190,14 +190,7 @@ struct IntegrityWalk: Sendable {
             } catch let error as ArborError where error.code == .corruptObject {
                 // An adapter that checks what it reads (the JSON files) refuses a damaged object
                 // and with it the batch: read one at a time, each refusal is damage to report.
-                objects = [:]
-                for hash in chunk {
-                    do {
-                        if let bytes = try await backend.get([hash])[hash] { objects[hash] = bytes }
-                    } catch let error as ArborError where error.code == .corruptObject {
-                        refused[hash] = error.message
-                    }
-                }
+                (objects, refused) = try await backend.getOneAtATime(chunk)
             }
             for hash in chunk {
                 report.reachableObjects += 1
@@ -299,7 +292,14 @@ struct IntegrityWalk: Sendable {
         // checked as that; read it again to count its records, and to find a root that is not
         // an index node at all. Rare: each node is still read once per role.
         if !elsewhere.isEmpty {
-            let objects = try await backend.get(elsewhere)
+            let objects: [Hash: [UInt8]]
+            do {
+                objects = try await backend.get(elsewhere)
+            } catch let error as ArborError where error.code == .corruptObject {
+                // As in fetch: an adapter that refuses a damaged object refuses the batch; one at
+                // a time, a refused root (already reported when first reached) is left out.
+                objects = try await backend.getOneAtATime(elsewhere).objects
+            }
             for root in elsewhere {
                 // Missing or not matching its hash: reported when first reached.
                 guard let bytes = objects[root], Hash.of(bytes) == root else { continue }

@@ -1,0 +1,19 @@
+extension Backend {
+    /// `hashes` read one at a time: what an adapter that refuses a whole batch for one damaged
+    /// object (the JSON files, a broken delta chain) reads of them, and each it refused, with
+    /// its reason. Any other failure is thrown.
+    ///
+    /// - Complexity: one request per hash.
+    func getOneAtATime(_ hashes: [Hash]) async throws -> (objects: [Hash: [UInt8]], refused: [Hash: String]) {
+        var objects = [Hash: [UInt8]](minimumCapacity: hashes.count)
+        var refused = [Hash: String]()
+        for hash in hashes {
+            do {
+                if let bytes = try await get([hash])[hash] { objects[hash] = bytes }
+            } catch let error as ArborError where error.code == .corruptObject {
+                refused[hash] = error.message
+            }
+        }
+        return (objects, refused)
+    }
+}
