@@ -680,6 +680,27 @@ import Testing
         }
     }
 
+    /// A damaged old version of the source, older than where the histories meet (the target
+    /// holds it), on an adapter that refuses a damaged object with its whole batch (the JSON
+    /// files): the walk of the source's history ahead of the target's answers reaches it and
+    /// leaves it out, as it leaves out one that does not match its hash; the exchange completes.
+    /// It used to fail with the adapter's error.
+    @Test func aDamagedVersionTheTargetHoldsDoesNotStopAnExchangeThatReadsPastIt() async throws {
+        let inner = MemoryBackend()
+        let writer = Store(backend: inner, configuration: .init(replica: "s"))
+        var versions = [Version]()
+        for index in 0..<6 { versions.append(try await writer.save(Task(id: "t\(index)", title: "v\(index)", done: false))) }
+        // The target holds the history up to version 5; the source goes on to version 39.
+        let target = Store(backend: MemoryBackend(), configuration: .init(replica: "t"))
+        try await writer.exchange(to: target)
+        for index in 6..<40 { versions.append(try await writer.save(Task(id: "t\(index)", title: "v\(index)", done: false))) }
+        let source = Store(backend: RefusingBackend(inner, refusing: versions[2].id), configuration: .init(replica: "s"))
+        let report = try await source.exchange(to: target)
+        #expect(report.versions == 34)
+        #expect(try await target.heads().map(\.id) == [versions[39].id])
+        #expect(try await target.verify().isIntact)
+    }
+
     /// A corrupt object of the source stops an exchange or a migration (with and without only
     /// the latest state), named, before any ref of the target changes; repaired, the same call
     /// completes.

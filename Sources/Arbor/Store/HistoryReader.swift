@@ -62,7 +62,14 @@ struct HistoryReader {
             }
         }
         if wanted.isEmpty { return result }
-        var fetched = try await backend.ancestry(of: wanted, limit: wanted.count + nextExtra())
+        var fetched: [Hash: [UInt8]]
+        do {
+            fetched = try await backend.ancestry(of: wanted, limit: wanted.count + nextExtra())
+        } catch let error as ArborError where error.code == .corruptObject && checking == .dropping {
+            // An adapter that refuses a damaged object refuses its batch (the JSON files): one
+            // at a time, a damaged object is left out, as one that does not match its hash is.
+            fetched = try await backend.getOneAtATime(wanted).objects
+        }
         if checking == .throwing, case let absent = wanted.filter({ fetched[$0] == nil }), !absent.isEmpty {
             // As ObjectFetch.verified: a sweep's batch in flight may write them back.
             fetched.merge(try await SweepMarker.readAgain(absent, from: backend)) { $1 }
