@@ -51,7 +51,7 @@ final class EncodingContext {
     func record<Value: Storable>(for value: Value, typeName: String) throws -> RecordKey {
         let key = RecordKey(type: typeName, id: try RecordEncoder.idString(of: value))
         try key.validate()
-        if let ambiguity = DefaultTypeNames.ambiguity(of: typeName) { throw ArborError(.coding, ambiguity) }
+        try DefaultTypeNames.refuseAmbiguity(of: typeName)
         // The set of keys is built only for trees of more than one record: most are one.
         if !records.isEmpty {
             if seen.isEmpty { seen.insert(records[0].key) }

@@ -66,6 +66,12 @@ enum DefaultTypeNames {
         guard anyAmbiguous.load(ordering: .acquiring), let types = table.withLock({ $0.ambiguous[name] }) else { return nil }
         return "\(types.joined(separator: " and ")) are all stored as \"\(name)\" by default, and would overwrite each other's records: give each a typeName of its own"
     }
+
+    /// Throws ``ArborError/Code/coding`` with ``ambiguity(of:)`` when `name` is ambiguous: what
+    /// writes, deletes and reads of values under it do.
+    static func refuseAmbiguity(of name: String) throws {
+        if let ambiguity = ambiguity(of: name) { throw ArborError(.coding, ambiguity) }
+    }
 }
 
 /// A weak link to another stored value, by id. It owns nothing: deleting the value that holds a

@@ -183,8 +183,8 @@ struct MergeState {
     /// move stands. A record lets a child go from arrays (``Record/releasing(_:)``); where that
     /// one holds it otherwise, the others let it go in key order, and the move is undone. Where
     /// that leaves several holders, each holding it in a property of its own, moves are undone
-    /// in the same order: the property goes back to its value at the ancestor, where that
-    /// did not hold the child (not for a record new since then).
+    /// in the same order: the property is set as a side has it that does not hold the child
+    /// there (``lettingGoAsASideHolds(_:in:)``), and ownership is settled again.
     /// Where both sides moved the child to different records and
     /// ``releaseContestedChildren(preferring:)`` could not settle it, the record that `side`'s
     /// version holds it in keeps it (ours or theirs, as the strategy takes), else the record

@@ -67,7 +67,7 @@ public struct ChangeSet: Sendable {
     /// reading the owner fails until the child is saved again (a store keeps no index from a
     /// child to its owner, so the commit cannot tell).
     public mutating func delete<Value: Storable>(_ type: Value.Type, id: Value.ID) throws {
-        if let ambiguity = DefaultTypeNames.ambiguity(of: Value.typeName) { throw ArborError(.coding, ambiguity) }
+        try DefaultTypeNames.refuseAmbiguity(of: Value.typeName)
         changes.append(.delete(RecordKey(type: Value.typeName, id: try RecordEncoder.idString(encoding: id, typeName: Value.typeName))))
     }
 

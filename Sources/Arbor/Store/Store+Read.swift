@@ -109,7 +109,9 @@ extension Store {
 
     /// The value at `key` in the index at `root`, with its whole tree, or `nil` if absent.
     func value<Value: Storable>(_ type: Value.Type, key: RecordKey, root: Hash) async throws -> Value? {
-        try Self.refuseAmbiguousTypeName(of: type)
+        // Its records and another type's of the same default name are one set, which reads
+        // would decode as either, where writes refuse the name.
+        try DefaultTypeNames.refuseAmbiguity(of: Value.typeName)
         let source = makeSource()
         let tree = try await withChildren(try await records([key], root: root, source: source), root: root, source: source)
         guard tree[key] != nil else { return nil }
@@ -122,18 +124,11 @@ extension Store {
     }
 
     func values<Value: Storable>(_ type: Value.Type, root: Hash) async throws -> [Value] {
-        try Self.refuseAmbiguousTypeName(of: type)
+        try DefaultTypeNames.refuseAmbiguity(of: Value.typeName)
         let source = makeSource()
         let roots = try await records(ofType: Value.typeName, root: root, source: source)
         let tree = try await withChildren(Dictionary(roots.map { ($0.key, $0) }, uniquingKeysWith: { $1 }), root: root, source: source)
         return try roots.map { try decodeValue(type, key: $0.key, tree: tree) }
-    }
-
-    /// Throws ``ArborError/Code/coding`` when `type`'s default type name is another type's too
-    /// (``DefaultTypeNames/ambiguity(of:)``): its records and the other's are one set, which
-    /// reads would decode as either, where writes refuse the name.
-    private static func refuseAmbiguousTypeName<Value: Storable>(of type: Value.Type) throws {
-        if let ambiguity = DefaultTypeNames.ambiguity(of: Value.typeName) { throw ArborError(.coding, ambiguity) }
     }
 
     private func decodeValue<Value: Storable>(_ type: Value.Type, key: RecordKey, tree: [RecordKey: Record]) throws -> Value {
