@@ -17,6 +17,9 @@ import Synchronization
 ///   (not on a lock), and a released slot goes straight to the first waiter.
 /// - A connection found broken (server restarted, backend terminated) is dropped after the
 ///   failing call; the next call on that slot connects afresh.
+/// - A slot left without a connection (its connect failed: a role's `CONNECTION LIMIT`, a
+///   server at `max_connections`) is retired, not kept idle: a later call takes a connected
+///   slot where one is idle, and connects anew only where none is.
 /// - A cancelled task waiting for a slot leaves the queue at once; one whose call is running
 ///   has the server cancel the call (`PQcancel`), which then fails, and the task throws
 ///   `CancellationError`. A call waiting for a lock would otherwise wait as long as the lock.
@@ -25,6 +28,9 @@ final class ConnectionPool: Sendable {
     final class Slot: @unchecked Sendable {
         let queue: DispatchQueue
         var connection: PGConnection?
+        /// Whether `connection` was set when the last call on `queue` ended: read by `release`,
+        /// off the queue.
+        let isConnected = Atomic<Bool>(false)
         /// While a call runs: its number and what cancels it, for a cancellation handler on
         /// another thread; the call clears it under the lock before the next call can start.
         let running = Mutex<(call: UInt64, canceller: PGCanceller)?>(nil)
@@ -54,6 +60,7 @@ final class ConnectionPool: Sendable {
             // Hand over the connection `open`/`create` made; from now on only its queue uses it.
             let slot = Slot(index: 0)
             slot.connection = first
+            slot.isConnected.store(true, ordering: .releasing)
             state.withLock { $0.idle.append(slot); $0.created = 1 }
         }
     }
@@ -110,13 +117,16 @@ final class ConnectionPool: Sendable {
     }
 
     private func release(_ slot: Slot) {
+        let isConnected = slot.isConnected.load(ordering: .acquiring)
         let waiter: CheckedContinuation<Slot, any Error>? = state.withLock { state in
             if state.isClosed {
                 slot.queue.async { slot.connection = nil }
                 return nil
             }
             if !state.waiters.isEmpty { return state.waiters.removeFirst().continuation }
-            state.idle.append(slot)
+            // Kept idle, a slot whose connect failed would be taken first (the idle list is a
+            // stack) and fail the next call again while a connected slot sits idle below it.
+            if isConnected { state.idle.append(slot) } else { state.created -= 1 }
             return nil
         }
         waiter?.resume(returning: slot)
@@ -165,6 +175,7 @@ final class ConnectionPool: Sendable {
                                 if cancelled.isSet { throw CancellationError() }
                                 let value = try body(connection)
                                 if !connection.isReusable { slot.connection = nil }
+                                slot.isConnected.store(slot.connection != nil, ordering: .releasing)
                                 continuation.resume(returning: value)
                             } catch {
                                 let lost = slot.connection.map { $0.isBroken } ?? false
@@ -174,6 +185,7 @@ final class ConnectionPool: Sendable {
                                     reruns -= 1
                                     continue
                                 }
+                                slot.isConnected.store(slot.connection != nil, ordering: .releasing)
                                 continuation.resume(throwing: error)
                             }
                             return

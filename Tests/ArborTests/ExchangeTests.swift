@@ -513,6 +513,25 @@ import Testing
         }
     }
 
+    /// A source whose heads ref is gone but which keeps a tag (another tool removed the heads):
+    /// the migration copies the tag with the history it reaches, and the target has no heads, as
+    /// the source. It used to copy nothing and pass its check.
+    @Test(arguments: [AdapterKind.memory, .sqlite])
+    func aMigrationOfASourceWithoutHeadsCopiesItsOtherRefs(kind: AdapterKind) async throws {
+        try await withStores(.memory, kind) { stores in
+            let (source, target) = (stores[0], stores[1])
+            let first = try await source.save(Task(id: "a", title: "first", done: false))
+            try await source.save(Task(id: "b", title: "second", done: false))
+            #expect(try await source.backend.compareAndSwap(ref: "tags/first", expected: nil, new: first.id))
+            #expect(try await source.backend.compareAndSwap(ref: RefName.heads, expected: try await headsRef(source), new: nil))
+            let report = try await source.migrate(to: target)
+            #expect(report.verified && !report.sourceChangedSinceCopy)
+            #expect(try await target.backend.refsBesidesClaims() == ["tags/first": first.id])
+            #expect(try await target.value(Task.self, id: "a", at: first.id)?.title == "first")
+            #expect(try await target.heads().isEmpty)
+        }
+    }
+
     /// A source written to while it is migrated: the copy is of its state when the copy read its
     /// refs, and is verified against that state; the report says the source moved on. The
     /// verification used to compare the target with the source's refs of the moment and call a

@@ -455,4 +455,44 @@ import Testing
         #expect(leaves == [strategy == .ours ? "i1" : "i2"])
         #expect(try await store.verify().isIntact)
     }
+
+    /// A cycle closed by moves into properties of a record's own (`lead`): ours moves `b` into
+    /// `a.lead`, deleting `y`, which it held; theirs first set `a.lead` to a new `z` (deleting `y`
+    /// too), then, last, moves `a` into `b.lead`. Most-recent keeps ours' `a.lead` (newer than
+    /// theirs') and theirs' `b.lead`: a cycle, whose older move (ours') is undone as theirs left
+    /// `a.lead` (`z`), not back to the ancestor's `y`, which both sides deleted.
+    @Test func undoingAMoveThatClosedACycleDoesNotBringBackWhatBothSidesDeleted() async throws {
+        func node(_ id: String, kids: [String] = [], lead: String? = nil) -> Record {
+            var properties: [String: PropertyValue] = ["kids": .array(kids.map { .child(folderKey($0)) })]
+            if let lead { properties["lead"] = .child(folderKey(lead)) }
+            return Record(type: "Folder", id: id, properties: properties)
+        }
+        let store = Store.ticking()
+        let base = try await store.change(on: nil) {
+            try $0.save(node("r", kids: ["a", "b"]))
+            try $0.save(node("a", lead: "y"))
+            for id in ["b", "y"] { try $0.save(node(id)) }
+        }
+        let theirsFirst = try await store.change(on: base) {
+            try $0.save(node("a", lead: "z"))
+            try $0.save(node("z"))
+            $0.delete(folderKey("y"))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(node("r", kids: ["a"]))
+            try $0.save(node("a", lead: "b"))
+            $0.delete(folderKey("y"))
+        }
+        let theirs = try await store.change(on: theirsFirst) {
+            try $0.save(node("r", kids: ["b"]))
+            try $0.save(node("b", lead: "a"))
+        }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: .mostRecent)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        let holder = try await holders(in: store, at: merged)
+        #expect(holder == ["r": "-", "b": "r", "a": "b", "z": "a"])
+        #expect(try await store.record(folderKey("y"), at: merged.id) == nil)
+        #expect(try await store.verify().isIntact)
+    }
 }

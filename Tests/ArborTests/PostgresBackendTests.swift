@@ -430,28 +430,89 @@ import Testing
         }
     }
 
-    /// A role that may connect but was granted nothing on a store's tables is told so, not that
-    /// the database is not an Arbor store: the marker's columns were looked up where only the
-    /// columns a role may use are shown.
-    @Test(.enabled(if: PostgresTestServer.isEnabled)) func aRoleWithoutRightsOnTheTablesIsPermissionDenied() async throws {
+    /// Runs `body` with the URL of a fresh database, the superuser's session, and that database's
+    /// URL for a new role (`LOGIN PASSWORD password` and `options`), dropped afterwards. Records
+    /// an issue under CI where the fixture gives no superuser.
+    func withRole(
+        _ prefix: String, password: String, options: String = "",
+        _ body: (_ url: String, _ admin: PostgresSession, _ roleURL: String) async throws -> Void
+    ) async throws {
         guard let superuser = PostgresTestServer.superuserURL else {
             if PostgresTestServer.isCI { Issue.record("CI=true but the fixture's folder is not set: run scripts/test.sh") }
             return
         }
         try await withDatabase { url in
-            try await PostgresBackend.create(.init(url: url)).close()
             let admin = try PostgresSession(url: superuser)
             // A generated identifier and password, never data.
-            let role = "arbor_norights_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
-            _ = try admin.execute("CREATE ROLE \(role) LOGIN PASSWORD 'n0-rights-pw'")
+            let role = prefix + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
+            _ = try admin.execute("CREATE ROLE \(role) LOGIN PASSWORD '\(password)' \(options)")
             defer { _ = try? admin.execute("DROP ROLE IF EXISTS \(role)") }
             guard var components = URLComponents(string: url) else { throw ArborError(.invalidInput, "the fixture's URL does not parse") }
             components.user = role
-            components.password = "n0-rights-pw"
-            let limited = try #require(components.string)
+            components.password = password
+            try await body(url, admin, try #require(components.string))
+        }
+    }
+
+    /// A role that may connect but was granted nothing on a store's tables is told so, not that
+    /// the database is not an Arbor store: the marker's columns were looked up where only the
+    /// columns a role may use are shown.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func aRoleWithoutRightsOnTheTablesIsPermissionDenied() async throws {
+        try await withRole("arbor_norights_", password: "n0-rights-pw") { url, _, limited in
+            try await PostgresBackend.create(.init(url: url)).close()
             await #expect { try await PostgresBackend.open(.init(url: limited)) } throws: { error in
                 (error as? ArborError)?.code == .permissionDenied && !"\(error)".contains("not an Arbor store") && !"\(error)".contains("n0-rights-pw")
             }
+        }
+    }
+
+    /// A pooled slot whose connect failed (the role's `CONNECTION LIMIT` reached) is retired,
+    /// not kept idle: it was the first slot the next call took (the idle list is a stack), so
+    /// that call failed too, and each one after it, while a connected slot sat idle below.
+    @Test(.enabled(if: PostgresTestServer.isEnabled)) func aSlotThatCouldNotConnectIsNotHandedOutAgain() async throws {
+        try await withRole("arbor_limited_", password: "l1mited-pw", options: "CONNECTION LIMIT 2") { _, admin, limited in
+            let target = ConnectionTarget(url: limited, connectTimeout: 10)
+            let pool = ConnectionPool(target: target, maximumConnections: 2, first: try PGConnection(target, operation: "connect"))
+            defer { pool.close() }
+
+            // Two calls hold both slots, the second on a connection of its own (the role's second).
+            let (releaseFirst, releaseSecond) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+            let firstRunning = Mutex(false), secondPID = Mutex<Int64?>(nil)
+            let first = _Concurrency.Task {
+                try await pool.withConnection("hold") { _ in
+                    firstRunning.withLock { $0 = true }
+                    releaseFirst.wait()
+                }
+            }
+            while !firstRunning.withLock({ $0 }) { try await _Concurrency.Task.sleep(for: .milliseconds(5)) }
+            let second = _Concurrency.Task {
+                try await pool.withConnection("hold", rerunsOnALostConnection: true) { connection in
+                    if secondPID.withLock({ $0 }) == nil {
+                        let pid = try connection.execute("SELECT pg_backend_pid()::int8", operation: "pid").int64(0, 0)
+                        secondPID.withLock { $0 = pid }
+                        releaseSecond.wait()
+                    }
+                    _ = try connection.execute("SELECT 1", operation: "select")
+                }
+            }
+            while secondPID.withLock({ $0 }) == nil { try await _Concurrency.Task.sleep(for: .milliseconds(5)) }
+            // The server ends the second's connection, and another client takes the role's place.
+            let pid = try #require(secondPID.withLock { $0 })
+            _ = try admin.execute("SELECT pg_terminate_backend(\(pid))")
+            for _ in 0..<500 where try admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = \(pid)").count > 0 { usleep(10_000) }
+            let other = try PostgresSession(url: limited)
+            // The first call ends (its slot goes idle), then the second finds its connection
+            // ended and cannot connect again: its slot is left without a connection, on top.
+            releaseFirst.signal()
+            try await first.value
+            releaseSecond.signal()
+            await #expect(throws: ArborError.self) { try await second.value }
+            // Every later call takes the connected slot.
+            for _ in 0..<3 {
+                let rows = try await pool.withConnection("select") { try $0.execute("SELECT 1", operation: "select").rowCount }
+                #expect(rows == 1)
+            }
+            withExtendedLifetime(other) {}
         }
     }
 

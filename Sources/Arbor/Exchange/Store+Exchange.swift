@@ -107,14 +107,18 @@ extension Transfer {
             async let sourceRefs = source.refs()
             let targetRefs = try await target.refs()
             var report = ExchangeReport()
-            guard let sourceHeadsRef = try await sourceRefs[RefName.heads] else {
+            let sourceHeadsRef = try await sourceRefs[RefName.heads]
+            // A source without heads has nothing to bring, but for a migration's other refs (a
+            // tag kept where the heads ref was removed): those are copied as with heads.
+            if sourceHeadsRef == nil, otherRefs.isEmpty {
                 report.alreadyInSync = targetRefs[RefName.heads] == nil
                 report.heads = try await Transfer.headState(of: target, refs: targetRefs).heads
                 report.seconds = seconds
                 return report
             }
-            let (_, sourceHeads) = try await Transfer.headState(of: source, refs: try await sourceRefs)
-            sourceRefsCopied = otherRefs.merging([RefName.heads: sourceHeadsRef]) { $1 }
+            let sourceHeads = sourceHeadsRef == nil ? [] : try await Transfer.headState(of: source, refs: try await sourceRefs).heads
+            sourceRefsCopied = otherRefs
+            sourceRefsCopied[RefName.heads] = sourceHeadsRef
             // In sync; but for other refs whose objects the target lacks (a tag made or moved
             // since an interrupted copy), which go the copy's way below.
             let namedByOthers = Array(Set(otherRefs.values))

@@ -177,10 +177,11 @@ extension MergeState {
     }
 
     /// Undoes `move`: its holder lets the child go (from its arrays, with the entry that wraps
-    /// it; a property that holds it alone goes back to the ancestor's value, or null), and the
-    /// child goes back where the ancestor held it (``placeBack(_:store:)``), if it can. Returns
-    /// `nil` if the holder cannot let it go alone (it shares an entry with other children), else
-    /// whether the child has a holder (went back, or another record holds it). With `withEntry`, such an entry goes whole: its other
+    /// it; a property that holds it alone is set as a side that did not make the move has it,
+    /// ``valueAsASideLeftIt(_:of:without:)``), and the child goes back where the ancestor held
+    /// it (``placeBack(_:store:)``), if it can. Returns `nil` if the holder cannot let it go
+    /// alone (it shares an entry with other children), else whether the child has a holder (went
+    /// back, or another record holds it). With `withEntry`, such an entry goes whole: its other
     /// children are left to ownership (back where the ancestor held them, if both sides keep
     /// them, else away).
     mutating func undo(_ move: Hold, withEntry: Bool = false, store: Store) throws -> Bool? {
@@ -191,9 +192,16 @@ extension MergeState {
         } else if withEntry, let without = value.droppingEntries(holding: move.child), !without.childKeys.contains(move.child) {
             properties[move.property] = without
         } else if value.childKeys == [move.child] {
-            let before = try base[move.holder].map { try store.decodeRecord($0, of: move.holder) }
-            let old = before?.properties[move.property] ?? .null
-            properties[move.property] = old.childKeys.contains(move.child) ? .null : old
+            if let asLeft = try valueAsASideLeftIt(move.property, of: move.holder, without: move.child) {
+                properties[move.property] = asLeft
+            } else {
+                // Both sides made this move (another closed the cycle): the ancestor's value,
+                // unless it holds the child or a record the merge deleted.
+                let before = try base[move.holder].map { try store.decodeRecord($0, of: move.holder) }
+                let old = before?.properties[move.property] ?? .null
+                let gone = old.childKeys.contains { $0 == move.child || merged[$0] == .some(nil) }
+                properties[move.property] = gone ? .null : old
+            }
         } else {
             return nil
         }

@@ -234,37 +234,41 @@ struct MergeState {
 
     /// `record` without child `child` where a side's version of it does without it: dropped from
     /// its arrays (``PropertyValue/droppingElement(_:wholeEntries:)``), and each property that
-    /// holds it alone otherwise set as a side has it that does not hold it there: the move that
-    /// put it there undone as the other side left it (where both sides' values lack it and
-    /// differ, the ancestor's if one is, else the one whose encoding sorts first, so both
-    /// directions of a merge agree). `nil` where no side does without it there, where a
-    /// property holds it with other children outside an array (they would go with it), or for
+    /// holds it alone otherwise set as a side has it that does not hold it there
+    /// (``valueAsASideLeftIt(_:of:without:)``). `nil` where no side does without it there, where
+    /// a property holds it with other children outside an array (they would go with it), or for
     /// a record no side changed.
     private func lettingGoAsASideHolds(_ child: RecordKey, in record: Record) throws -> Record? {
         guard isChanged.contains(record.key) else { return nil }
-        let sides = try [ours[record.key], theirs[record.key]].compactMap { try $0.map(RecordCoding.decode) }
-        let before = try base[record.key].map(RecordCoding.decode)
         var properties = record.properties
         for (name, value) in record.properties where value.childKeys.contains(child) {
             if let without = value.droppingElement(child, wholeEntries: true), !without.childKeys.contains(child) {
                 properties[name] = without
                 continue
             }
-            guard value.childKeys == [child] else { return nil }
-            let lacking = sides.map { $0[name] }.filter { $0?.childKeys.contains(child) != true }
-            guard let first = lacking.first else { return nil }
-            var chosen = first
-            if lacking.count == 2, lacking[0] != lacking[1] {
-                if let before, lacking.contains(where: { $0 == before[name] }) {
-                    chosen = before[name]
-                } else {
-                    let encodings = lacking.map { RecordCoding.encode($0.map { [name: $0] } ?? [:]) }
-                    chosen = encodings[0].lexicographicallyPrecedes(encodings[1]) ? lacking[0] : lacking[1]
-                }
-            }
-            properties[name] = chosen
+            guard value.childKeys == [child], let asLeft = try valueAsASideLeftIt(name, of: record.key, without: child) else { return nil }
+            properties[name] = asLeft
         }
         return Record(key: record.key, properties: properties)
+    }
+
+    /// Property `name` of record `key` as a side has it that does not hold `child` there (the
+    /// inner `nil`: that side has no such property): the move that put the child there undone as
+    /// the other side left it. Where both sides' values lack it and differ, the ancestor's if one
+    /// is, else the one whose encoding sorts first, so both directions of a merge agree. Not the
+    /// ancestor's value as such: it may hold records both sides deleted. `nil` where each side
+    /// holds the child there, or for a record no side changed.
+    func valueAsASideLeftIt(_ name: String, of key: RecordKey, without child: RecordKey) throws -> PropertyValue?? {
+        guard isChanged.contains(key) else { return nil }
+        let sides = try [ours[key], theirs[key]].compactMap { try $0.map(RecordCoding.decode) }
+        let lacking = sides.map { $0[name] }.filter { $0?.childKeys.contains(child) != true }
+        guard let first = lacking.first else { return nil }
+        guard lacking.count == 2, lacking[0] != lacking[1] else { return .some(first) }
+        if let before = try base[key].map(RecordCoding.decode), lacking.contains(where: { $0 == before[name] }) {
+            return .some(before[name])
+        }
+        let encodings = lacking.map { RecordCoding.encode($0.map { [name: $0] } ?? [:]) }
+        return .some(encodings[0].lexicographicallyPrecedes(encodings[1]) ? lacking[0] : lacking[1])
     }
 
     /// The merged records that hold each child (of those `including` takes), in no order.
