@@ -187,6 +187,39 @@ import Testing
         #expect(try await store.verify().isIntact)
     }
 
+    /// The same with the item held in a dictionary (`items: ["x": i]`): where the delete of `t2`
+    /// wins, `i` goes back into `t1` under its name; it used to be put back only into arrays,
+    /// and was deleted with `t2`.
+    @Test(arguments: [MergeStrategy.mostRecent, .ours, .theirs])
+    func aChildMovedOutOfADictionaryIntoARecordTheOtherSideDeletedIsKept(strategy: MergeStrategy) async throws {
+        func box(_ id: String, _ items: [String: String]) -> Record {
+            Record(type: "Folder", id: id, properties: ["items": .map(items.mapValues { .child(RecordKey(type: "Leaf", id: $0)) })])
+        }
+        let store = Store.ticking()
+        let leaf = Record(type: "Leaf", id: "i", properties: ["v": .int(1)])
+        let base = try await store.change(on: nil) {
+            try $0.save(box("t1", ["x": "i", "w": "j"]))
+            try $0.save(box("t2", [:]))
+            try $0.save(leaf)
+            try $0.save(Record(type: "Leaf", id: "j", properties: ["v": .int(2)]))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(box("t1", ["w": "j"]))
+            try $0.save(box("t2", ["y": "i"]))
+        }
+        let theirs = try await store.change(on: base) { $0.delete(folderKey("t2")) }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        #expect(try await store.record(leaf.key, at: merged.id) == leaf)
+        if strategy == .ours {
+            #expect(try await store.record(folderKey("t2"), at: merged.id) == box("t2", ["y": "i"]))
+        } else {
+            #expect(try await store.record(folderKey("t1"), at: merged.id) == box("t1", ["x": "i", "w": "j"]))
+        }
+        #expect(try await store.verify().isIntact)
+    }
+
     /// Random moves (and deletes) of folders on two sides of a fork, the folders held plainly or
     /// each in an entry of its own, merged both ways under each strategy: one commit either way,
     /// each folder with one holder and reached from the root `r`, none lost without a delete,

@@ -296,6 +296,38 @@ import Testing
         }
     }
 
+    /// An array of references that holds one twice (a playlist that plays a song twice) is no
+    /// set: both sides changing it is a conflict, not a set merge that dropped the repeat neither
+    /// side removed, or the one a side added.
+    @Test func anArrayThatRepeatsAReferenceIsNoSet() async throws {
+        try await withStore(.memory) { store in
+            func playlist(_ songs: [String]) -> Record {
+                Record(type: "Playlist", id: "p", properties: ["songs": .array(songs.map { .reference(RecordKey(type: "Song", id: $0)) })])
+            }
+            for (base, ours, theirs) in [
+                (["s1", "s2", "s1"], ["s1", "s2", "s1", "s3"], ["s1", "s2", "s1", "s4"]),
+                (["s1", "s2"], ["s1", "s2", "s1"], ["s1", "s2", "s3"]),
+            ] {
+                let root = try await store.change(on: nil) { try $0.save(playlist(base)) }
+                let a = try await store.change(on: root, "ours") { try $0.save(playlist(ours)) }
+                let b = try await store.change(on: root, "theirs") { try $0.save(playlist(theirs)) }
+                guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id, strategy: .manual) else {
+                    Issue.record("\(ours) and \(theirs) merged as sets")
+                    continue
+                }
+                #expect(conflicts.map(\.property) == ["songs"])
+                let (version, _) = try merged(try await store.merge(a.id, b.id, strategy: .theirs))
+                #expect(try await store.record(RecordKey(type: "Playlist", id: "p"), at: version.id) == playlist(theirs))
+            }
+            // Without repeats, the same edits merge as sets.
+            let root = try await store.change(on: nil) { try $0.save(playlist(["s1", "s2"])) }
+            let a = try await store.change(on: root, "ours") { try $0.save(playlist(["s1", "s2", "s3"])) }
+            let b = try await store.change(on: root, "theirs") { try $0.save(playlist(["s2", "s4"])) }
+            let (version, _) = try merged(try await store.merge(a.id, b.id, strategy: .manual))
+            #expect(try await store.record(RecordKey(type: "Playlist", id: "p"), at: version.id) == playlist(["s2", "s3", "s4"]))
+        }
+    }
+
     @Test func deletedParentKeptByTheOtherSideKeepsItsChildren() async throws {
         try await withStore(.memory) { store in
             let (_, a, b) = try await fork(store, base: Task(id: "t", title: "base", done: false, notes: [Note(id: "n1", text: "x")]),

@@ -37,7 +37,8 @@ extension MergeState {
     /// Puts `children` back where the ancestor held them, where that record is merged (and not
     /// as a resolver returned it: what it left out goes) and holds nothing in their place: into
     /// its array at the ancestor's index (at most the end; several into one array in the
-    /// ancestor's order), with the entry that wrapped each, or into the property that held one
+    /// ancestor's order), with the entry that wrapped each; into its dictionary or struct under
+    /// the ancestor's name, where that name holds nothing; or into the property that held one
     /// alone. Returns those put back.
     ///
     /// - Complexity: O(m) for the `m` changed records' bytes (once per merge), plus decoding
@@ -67,6 +68,16 @@ extension MergeState {
                         placed.insert(child)
                     }
                     properties[name] = .array(now)
+                case (.map(let old), .map(var now)?):
+                    // A dictionary or struct: the entry back under its name, where nothing took it.
+                    let held = Set(now.values.flatMap(\.childKeys))
+                    for (entry, element) in old.sorted(by: { utf8Less($0.key, $1.key) }) {
+                        guard element.childKeys.count == 1, let child = element.childKeys.first, group.contains(child),
+                              !held.contains(child), !placed.contains(child), now[entry] == nil || now[entry] == .null else { continue }
+                        now[entry] = element
+                        placed.insert(child)
+                    }
+                    properties[name] = .map(now)
                 case (_, nil), (_, .null?):
                     guard value.childKeys.count == 1, let child = value.childKeys.first, group.contains(child), !placed.contains(child) else { continue }
                     properties[name] = value

@@ -88,15 +88,18 @@ struct RecordMerge {
     /// either side removed, in the ancestor's order, or in the order a side put them in if one
     /// side reordered them (both, differently: the ancestor's order, as neither can be taken
     /// without the other's additions or removals); then the elements either side added, in key
-    /// order (so both directions of a merge agree). `nil` if the values are not such arrays.
+    /// order (so both directions of a merge agree). `nil` if the values are not such arrays, or
+    /// one holds a key twice: it is no set (a playlist that plays a song twice), and merged as
+    /// one it would lose a repeat neither side removed.
     static func mergeKeySets(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue? {
-        func elements(_ value: PropertyValue?) -> [PropertyValue]? {
-            guard case .array(let values)? = value else { return value == nil ? [] : nil }
-            return values.allSatisfy(Self.isKey) ? values : nil
+        func elements(_ value: PropertyValue?) -> (list: [PropertyValue], set: Set<PropertyValue>)? {
+            guard case .array(let values)? = value else { return value == nil ? ([], []) : nil }
+            guard values.allSatisfy(Self.isKey) else { return nil }
+            let set = Set(values)
+            return set.count == values.count ? (values, set) : nil
         }
         guard ours != nil, theirs != nil,
-              let b = elements(base), let o = elements(ours), let t = elements(theirs) else { return nil }
-        let (oursSet, theirsSet, baseSet) = (Set(o), Set(t), Set(b))
+              let (b, baseSet) = elements(base), let (o, oursSet) = elements(ours), let (t, theirsSet) = elements(theirs) else { return nil }
         var seen = Set<PropertyValue>()
         var result = b.filter { oursSet.contains($0) && theirsSet.contains($0) && seen.insert($0).inserted }
         // The kept elements in the order each side holds them.
