@@ -105,6 +105,16 @@ public enum PropertyValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether this value owns or references any record, directly or inside arrays and maps.
+    var namesRecords: Bool {
+        switch self {
+        case .child, .reference: true
+        case .array(let values): values.contains(where: \.namesRecords)
+        case .map(let values): values.values.contains(where: \.namesRecords)
+        default: false
+        }
+    }
+
     /// Every record this value owns, directly or inside arrays and maps.
     var childKeys: [RecordKey] {
         switch self {

@@ -112,6 +112,68 @@ import Testing
         #expect(decoded == compact)
     }
 
+    /// A dictionary whose keys and values name records is stored as `[key, value]` pairs:
+    /// alternating, it read as an array of references, which a merge combined as a set (pairs
+    /// split, values dropped as repeats). One stored alternating before reads back as it was.
+    @Test func dictionariesThatNameRecordsAreStoredAsPairs() throws {
+        let person = { (id: String) in RecordKey(type: "Person", id: id) }
+        let roster = Roster(
+            id: "r", roles: [Ref(id: "p2"): Ref(id: "admin"), Ref(id: "p1"): Ref(id: "admin")],
+            notes: [Ref(id: "p1"): Note(id: "n1", text: "x")], counts: [Weekday.mon: 1])
+        let records = try RecordEncoder.records(of: roster)
+        #expect(records[0].properties["roles"] == .array([
+            .array([.reference(person("p1")), .reference(person("admin"))]),
+            .array([.reference(person("p2")), .reference(person("admin"))]),
+        ]))
+        #expect(records[0].properties["notes"] == .array([.array([.reference(person("p1")), .child(RecordKey(type: "Note", id: "n1"))])]))
+        // Pairs that name no record stay alternating, as they were.
+        #expect(records[0].properties["counts"] == .array([.string("mon"), .int(1)]))
+        let tree = Dictionary(uniqueKeysWithValues: records.map { ($0.key, $0) })
+        #expect(try RecordDecoder.value(Roster.self, key: records[0].key, records: tree) == roster)
+
+        var flat = records[0]
+        flat.properties["roles"] = .array([.reference(person("p1")), .reference(person("admin")), .reference(person("p2")), .reference(person("admin"))])
+        flat.properties["notes"] = .array([.reference(person("p1")), .child(RecordKey(type: "Note", id: "n1"))])
+        #expect(try RecordDecoder.value(Roster.self, key: flat.key, records: tree.merging([flat.key: flat]) { $1 }) == roster)
+    }
+
+    /// Both sides adding a role to such a dictionary is a conflict on it, settled for a side,
+    /// whose dictionary reads back whole: merged as a set of references, it paired keys with
+    /// other keys' values, or failed to read at all.
+    @Test func aDictionaryOfPairsMergesWhole() async throws {
+        let store = Store.ticking()
+        let base = try await store.change(on: nil) { try $0.save(Roster(id: "r", roles: [Ref(id: "p1"): Ref(id: "admin")])) }
+        let ours = Roster(id: "r", roles: [Ref(id: "p1"): Ref(id: "admin"), Ref(id: "p2"): Ref(id: "editor")])
+        let theirs = Roster(id: "r", roles: [Ref(id: "p1"): Ref(id: "admin"), Ref(id: "p3"): Ref(id: "viewer")])
+        let a = try await store.change(on: base) { try $0.save(ours) }
+        let b = try await store.change(on: base) { try $0.save(theirs) }
+        guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id, strategy: .manual) else {
+            Issue.record("the two dictionaries merged without a conflict")
+            return
+        }
+        #expect(conflicts.map(\.property) == ["roles"])
+        let merged = try #require(try await store.merge(a.id, b.id, strategy: .mostRecent).version)
+        #expect(try await store.value(Roster.self, id: "r", at: merged.id) == theirs)
+    }
+
+    /// Elements of a set, or keys of a dictionary, that encode alike (a type whose `Hashable`
+    /// uses a field its `Codable` leaves out) are refused: their order was the process's hash
+    /// order, so equal values differed in bytes, and only one read back.
+    @Test func elementsOrKeysThatEncodeAlikeAreRefused() throws {
+        let (morning, labelled) = (Slot(hour: 9, label: ""), Slot(hour: 9, label: "standup"))
+        #expect { try RecordEncoder.records(of: Timetable(id: "t", slots: [morning, labelled])) } throws: { ($0 as? ArborError)?.code == .coding }
+        #expect { try RecordEncoder.records(of: Timetable(id: "t", rooms: [morning: "a", labelled: "b"])) } throws: { ($0 as? ArborError)?.code == .coding }
+        #expect(try RecordEncoder.records(of: Timetable(id: "t", slots: [morning, Slot(hour: 10, label: "")], rooms: [morning: "a"])).count == 1)
+    }
+
+    /// A child record whose encoding fails, in a value that swallows the error (`try?` in its own
+    /// `encode(to:)`), is not left in the tree: it was committed with no properties, held by
+    /// nothing, and failed every read of it.
+    @Test func aChildWhoseEncodingFailedIsNotLeftInTheTree() throws {
+        let records = try RecordEncoder.records(of: Forgiving(id: "f", priced: Priced(id: "p", price: .nan)))
+        #expect(records.map(\.key.description) == ["Forgiving/f"])
+    }
+
     /// Strings in canonical bytes must be valid UTF-8: every malformed sequence is refused, and
     /// valid text (a replacement character included) comes back byte for byte.
     @Test func canonicalStringsAreCheckedUTF8() throws {
@@ -781,5 +843,43 @@ indirect enum PropertyNest: Codable, Equatable, Sendable {
         case .leaf: try container.encodeNil()
         case .list(let items): try container.encode(items)
         }
+    }
+}
+
+/// Dictionaries whose keys or values name records, and one whose pairs name none.
+private struct Roster: Storable, Equatable {
+    var id: String
+    var roles: [Ref<Person>: Ref<Person>] = [:]
+    var notes: [Ref<Person>: Note] = [:]
+    var counts: [Weekday: Int] = [:]
+}
+
+/// A key whose `Codable` form leaves out `label`, which its `Hashable` uses.
+private struct Slot: Hashable, Codable {
+    var hour: Int
+    var label: String
+    enum CodingKeys: String, CodingKey { case hour }
+    init(hour: Int, label: String) { (self.hour, self.label) = (hour, label) }
+    init(from decoder: any Decoder) throws {
+        hour = try decoder.container(keyedBy: CodingKeys.self).decode(Int.self, forKey: .hour)
+        label = ""
+    }
+}
+
+private struct Timetable: Storable, Equatable {
+    var id: String
+    var slots: Set<Slot> = []
+    var rooms: [Slot: String] = [:]
+}
+
+/// A value that leaves out a child it cannot encode, swallowing the error.
+private struct Forgiving: Storable {
+    var id: String
+    var priced: Priced?
+    enum CodingKeys: String, CodingKey { case id, priced }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try? container.encode(priced, forKey: .priced)
     }
 }

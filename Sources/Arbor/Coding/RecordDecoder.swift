@@ -117,7 +117,26 @@ struct PropertyDecoder: Decoder {
             decoded.values[memo] = value
             return value
         }
+        // A dictionary stored as pairs (``DictionaryOfPairs``) reads as its conformance reads:
+        // flat. One stored flat before pairs were written reads as it was.
+        if type is any DictionaryOfPairs.Type, case .array(let pairs) = value, let flat = Self.flattening(pairs) {
+            return try T(from: PropertyDecoder(value: .array(flat), records: records, codingPath: codingPath, depth: depth, decoded: decoded))
+        }
         return try T(from: self)
+    }
+
+    /// The elements of `pairs`, each a two-element array, one after the other, where some of
+    /// them name a record (as the encoder writes pairs); else `nil`.
+    static func flattening(_ pairs: [PropertyValue]) -> [PropertyValue]? {
+        var flat = [PropertyValue]()
+        flat.reserveCapacity(pairs.count * 2)
+        var namesRecords = false
+        for pair in pairs {
+            guard case .array(let elements) = pair, elements.count == 2 else { return nil }
+            namesRecords = namesRecords || pair.namesRecords
+            flat += elements
+        }
+        return namesRecords ? flat : nil
     }
 
     func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {

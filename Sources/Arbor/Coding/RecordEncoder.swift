@@ -61,7 +61,15 @@ final class EncodingContext {
         }
         let index = records.count
         records.append((key, PropertyList()))
-        records[index].properties = try encodeProperties(value, typeName: typeName)
+        do {
+            records[index].properties = try encodeProperties(value, typeName: typeName)
+        } catch {
+            // A custom `encode(to:)` may swallow the error (`try?`): the record, and those it
+            // began below it, must not stay in the tree, empty and held by nothing.
+            for begun in records[index...] { seen.remove(begun.key) }
+            records.removeSubrange(index...)
+            throw error
+        }
         return key
     }
 

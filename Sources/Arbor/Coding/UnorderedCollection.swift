@@ -19,6 +19,7 @@ extension Set: UnorderedCollection where Element: Encodable {
             elements.append((PropertyValue.canonicalBytes(of: value), value))
         }
         elements.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+        try refuseEqualEncodings(elements.map(\.bytes), of: "elements of a Set", codingPath: codingPath)
         return .array(elements.map(\.value))
     }
 }
@@ -37,9 +38,32 @@ extension Dictionary: UnorderedCollection where Key: Encodable, Value: Encodable
             pairs.append((PropertyValue.canonicalBytes(of: flat[start]), flat[start], flat[start + 1]))
         }
         pairs.sort { $0.keyBytes.lexicographicallyPrecedes($1.keyBytes) }
+        try refuseEqualEncodings(pairs.map(\.keyBytes), of: "keys of a Dictionary", codingPath: codingPath)
+        // Pairs that name records are written as pairs (`[[key, value], …]`): alternating, they
+        // would read as an array of references or children, which a merge combines as a set and
+        // a record lets a child go from element by element, each shifting the pairs after it.
+        if flat.contains(where: \.namesRecords) {
+            return .array(pairs.map { .array([$0.key, $0.value]) })
+        }
         return .array(pairs.flatMap { [$0.key, $0.value] })
     }
 }
+
+/// Refuses elements (or keys) of an unordered collection that encode to the same bytes (a type
+/// whose `Hashable` uses a field its `Codable` leaves out, or two NaN keys): their order would
+/// be the process's hash order, so equal values would differ in bytes, and only one of them
+/// would read back. `sorted` are the encodings in order.
+private func refuseEqualEncodings(_ sorted: [[UInt8]], of what: String, codingPath: [any CodingKey]) throws {
+    for index in sorted.indices.dropFirst() where sorted[index] == sorted[index - 1] {
+        throw ArborError(.coding, "two \(what) encode alike, so only one would read back, at \(codingPath.map(\.stringValue).joined(separator: "."))")
+    }
+}
+
+/// A `Dictionary`, to the decoder: one whose keys and values name records is stored as a list
+/// of `[key, value]` pairs, which its `Decodable` conformance reads as a flat list.
+protocol DictionaryOfPairs {}
+
+extension Dictionary: DictionaryOfPairs {}
 
 /// The coding key of an element's position, for error messages.
 private struct IndexKey: CodingKey {
