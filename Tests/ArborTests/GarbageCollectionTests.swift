@@ -600,12 +600,16 @@ extension GarbageCollectionTests {
         let landed = Mutex<_Concurrency.Task<Hash, any Error>?>(nil)
         let revived = SharedValue(false)
         let claimed = SharedValue(false)
+        let collected = SharedValue(false)
         backend.onDelete = {
-            // Claimed as the root goes: the exchange found it present, and lands 10 s from now.
+            // Claimed as the root goes: the exchange found it present, and lands once the
+            // collection is over (a collection that waited for it would wait 120 s), not at a
+            // fixed time, which a loaded machine's collection could outlast.
             let claim = try await TransferReservation.make(on: inner)
             claimed.set(true)
             let exchange = _Concurrency.Task.detached {
-                try await _Concurrency.Task.sleep(for: .seconds(10))
+                let deadline = ContinuousClock.now + .seconds(120)
+                while !collected.value, ContinuousClock.now < deadline { try await _Concurrency.Task.sleep(for: .milliseconds(10)) }
                 let version = try await self.revive(orphan, on: inner, through: store)
                 revived.set(true)
                 await claim.remove()
@@ -632,6 +636,7 @@ extension GarbageCollectionTests {
             #expect(report.stoppedForExchange && report.restoredForExchange >= 1 && report.removedObjects == 0, "\(report)")
         }
         #expect(!revived.value, "it stopped waiting before the exchange landed")
+        collected.set(true)
         // Everything removed is back, the orphan's index among it.
         #expect(try await inner.contains([orphan.root]) == [orphan.root])
         let version = try await #require(landed.withLock { $0 }).value

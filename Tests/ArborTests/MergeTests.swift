@@ -296,6 +296,57 @@ import Testing
         }
     }
 
+    /// A nested struct or a dictionary merges name by name, as a record's properties do: one
+    /// side's `street` and the other's `city` both survive, as do notes each side added under its
+    /// own name (they were a conflict on the whole property, and the side that lost it lost its
+    /// note). A name both sides changed differently, or a child moved to a different name on
+    /// each side, keeps the property a conflict.
+    @Test func mapsMergeNameByName() async throws {
+        try await withStore(.memory) { store in
+            let note = { (id: String) in RecordKey(type: "Note", id: id) }
+            func card(street: String, city: String, notes: [String: String]) -> Record {
+                Record(type: "Card", id: "c", properties: [
+                    "address": .map(["street": .string(street), "city": .string(city)]),
+                    "notes": .map(notes.mapValues { .child(note($0)) }),
+                ])
+            }
+            func noteRecord(_ id: String) -> Record { Record(type: "Note", id: id, properties: ["text": .string(id)]) }
+            let root = try await store.change(on: nil) {
+                try $0.save(card(street: "Main", city: "Oslo", notes: ["a": "n0"]))
+                try $0.save(noteRecord("n0"))
+            }
+            let ours = try await store.change(on: root, "ours") {
+                try $0.save(card(street: "High", city: "Oslo", notes: ["a": "n0", "b": "n1"]))
+                try $0.save(noteRecord("n1"))
+            }
+            let theirs = try await store.change(on: root, "theirs") {
+                try $0.save(card(street: "Main", city: "Bergen", notes: ["a": "n0", "c": "n2"]))
+                try $0.save(noteRecord("n2"))
+            }
+            let (version, report) = try merged(try await store.merge(ours.id, theirs.id, strategy: .manual))
+            #expect(report.resolved.isEmpty)
+            #expect(try await store.record(RecordKey(type: "Card", id: "c"), at: version.id) == card(street: "High", city: "Bergen", notes: ["a": "n0", "b": "n1", "c": "n2"]))
+            #expect(try await store.merge(theirs.id, ours.id, strategy: .manual).version?.id == version.id)
+            #expect(try await store.verify().isIntact)
+
+            // The same street changed differently: the address is a conflict, whole.
+            let otherStreet = try await store.change(on: root, "other street") { try $0.save(card(street: "Low", city: "Oslo", notes: ["a": "n0"])) }
+            guard case .conflicts(let conflicts) = try await store.merge(ours.id, otherStreet.id, strategy: .manual) else {
+                Issue.record("two streets merged")
+                return
+            }
+            #expect(conflicts.map(\.property) == ["address"])
+            // n0 moved to "b" on one side and to "c" on the other: not held twice.
+            let movedB = try await store.change(on: root, "to b") { try $0.save(card(street: "Main", city: "Oslo", notes: ["b": "n0"])) }
+            let movedC = try await store.change(on: root, "to c") { try $0.save(card(street: "Main", city: "Oslo", notes: ["c": "n0"])) }
+            guard case .conflicts(let moved) = try await store.merge(movedB.id, movedC.id, strategy: .manual) else {
+                Issue.record("a child moved to two names merged")
+                return
+            }
+            #expect(moved.map(\.property) == ["notes"])
+        }
+    }
+
     /// An array of references that holds one twice (a playlist that plays a song twice) is no
     /// set: both sides changing it is a conflict, not a set merge that dropped the repeat neither
     /// side removed, or the one a side added.
@@ -337,6 +388,32 @@ import Testing
             #expect(try await store.value(Task.self, id: "t", at: version.id)?.notes.map(\.id) == ["n1"])
             let (deleted, _) = try merged(try await store.merge(a.id, b.id, strategy: .ours))
             #expect(deleted.recordCount == 0)
+        }
+    }
+
+    /// One side deletes a task, the other edits only a note it holds (the task's own record
+    /// unchanged): the task conflicts as deleted and changed, settled with the note. Kept, it
+    /// keeps the edited note and its other one; deleted, both go. The task used to go cleanly
+    /// and take the note with it, though the note's edit won its conflict; under manual the
+    /// task's conflict is reported beside the note's.
+    @Test func aDeletedParentWhoseChildTheOtherSideEditedConflictsWithIt() async throws {
+        try await withStore(.memory) { store in
+            let (kept, edited) = (Note(id: "n2", text: "kept"), Note(id: "n1", text: "edited"))
+            let (_, a, b) = try await fork(store, base: Task(id: "t", title: "base", done: false, notes: [Note(id: "n1", text: "old"), kept]),
+                ours: { try $0.delete(Task.self, id: "t") },
+                theirs: { try $0.save(Task(id: "t", title: "base", done: false, notes: [edited, kept])) })
+            guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id, strategy: .manual) else { Issue.record("no conflict"); return }
+            #expect(conflicts.map(\.key.description) == ["Note/n1", "Task/t"])
+            let restored = Task(id: "t", title: "base", done: false, notes: [edited, kept])
+            for (strategy, expected) in [(MergeStrategy.theirs, restored), (.mostRecent, restored), (.ours, nil)] {
+                for (x, y) in [(a, b), (b, a)] {
+                    let flipped = strategy == .mostRecent || x.id == a.id ? strategy : (strategy == .ours ? .theirs : .ours)
+                    let (version, _) = try merged(try await store.merge(x.id, y.id, strategy: flipped))
+                    #expect(try await store.value(Task.self, id: "t", at: version.id) == expected, "\(strategy)")
+                    #expect(version.recordCount == (expected == nil ? 0 : 3))
+                }
+            }
+            #expect(try await store.verify().isIntact)
         }
     }
 

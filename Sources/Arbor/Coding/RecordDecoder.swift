@@ -119,7 +119,8 @@ struct PropertyDecoder: Decoder {
         }
         // A dictionary stored as pairs (``DictionaryOfPairs``) reads as its conformance reads:
         // flat. One stored flat before pairs were written reads as it was.
-        if type is any DictionaryOfPairs.Type, case .array(let pairs) = value, let flat = Self.flattening(pairs) {
+        if case .array(let pairs) = value, case .array(let first)? = pairs.first, first.count == 2,
+           type is any DictionaryOfPairs.Type, let flat = Self.flattening(pairs) {
             return try T(from: PropertyDecoder(value: .array(flat), records: records, codingPath: codingPath, depth: depth, decoded: decoded))
         }
         return try T(from: self)

@@ -44,13 +44,9 @@ extension MergeState {
     /// - Complexity: O(m) for the `m` changed records' bytes (once per merge), plus decoding
     ///   each holder once and O(e) for the `e` elements of its arrays.
     mutating func placeBack(_ children: [RecordKey], store: Store) throws -> Set<RecordKey> {
-        if ancestorHolders == nil {
-            var holders = [RecordKey: RecordKey]()
-            for key in changed { for child in try base[key].map(RecordCoding.childKeys) ?? [] { holders[child] = key } }
-            ancestorHolders = holders
-        }
+        let holders = try holdersAtAncestor()
         var byHolder = [RecordKey: Set<RecordKey>]()
-        for child in children { if let holder = ancestorHolders?[child] { byHolder[holder, default: []].insert(child) } }
+        for child in children { if let holder = holders[child] { byHolder[holder, default: []].insert(child) } }
         var placed = Set<RecordKey>()
         for (holderKey, group) in byHolder {
             guard !settledByResolver.contains(holderKey), case .some(.some(let holder)) = merged[holderKey],
@@ -89,6 +85,48 @@ extension MergeState {
             if properties != holder.properties { merged[holderKey] = .some(Record(key: holderKey, properties: properties)) }
         }
         return placed
+    }
+
+    /// The record that held each child at the ancestor, of the changed records' children.
+    ///
+    /// - Complexity: O(m) for the `m` changed records' bytes, once per merge.
+    mutating func holdersAtAncestor() throws -> [RecordKey: RecordKey] {
+        if let ancestorHolders { return ancestorHolders }
+        var holders = [RecordKey: RecordKey]()
+        for key in changed { for child in try base[key].map(RecordCoding.childKeys) ?? [] { holders[child] = key } }
+        ancestorHolders = holders
+        return holders
+    }
+
+    /// The records one side deleted, which the other kept as they were, above records (at the
+    /// ancestor) that the first side deleted too and the other changed: a value tree is one
+    /// value, so a change to a record it holds is a change to it. Each is to conflict as deleted
+    /// and changed, settled with the records changed below it, so that the strategy keeps or
+    /// deletes them together: kept, the holder keeps the changed record (and its other
+    /// children, restored); deleted, both go. Before, the holder went cleanly, and the changed
+    /// record, kept by the strategy, went as an orphan all the same.
+    /// `deletedAndChanged` are the records in such a conflict of their own, deleted by the side
+    /// given; the result maps each holder to the side that deleted it and the changed records
+    /// below it, in key order.
+    ///
+    /// - Complexity: O(m) for the `m` changed records' bytes, plus O(d) for the depth `d` of
+    ///   each changed record below such holders.
+    mutating func deletesMeetingChangesBelow(
+        _ deletedAndChanged: [(key: RecordKey, deleting: RecordMerge.Side)]
+    ) throws -> [RecordKey: (deleting: RecordMerge.Side, changed: [RecordKey])] {
+        guard !deletedAndChanged.isEmpty else { return [:] }
+        let holders = try holdersAtAncestor()
+        var result = [RecordKey: (deleting: RecordMerge.Side, changed: [RecordKey])]()
+        for (key, deleting) in deletedAndChanged.sorted(by: { $0.key < $1.key }) {
+            var holder = holders[key]
+            while let current = holder, case .some(.none) = merged[current], base[current] != nil,
+                  (deleting == .ours ? ours[current] : theirs[current]) == nil,
+                  (deleting == .ours ? theirs[current] : ours[current]) != nil {
+                result[current, default: (deleting, [])].changed.append(key)
+                holder = holders[current]
+            }
+        }
+        return result
     }
 
     /// The children record `key` holds on each side (for a record no side changed, what it holds

@@ -81,7 +81,32 @@ struct RecordMerge {
         if ours == base { return .some(theirs) }
         if theirs == base { return .some(ours) }
         if let set = mergeKeySets(base: base, ours: ours, theirs: theirs) { return .some(set) }
+        if let map = mergeMaps(base: base, ours: ours, theirs: theirs) { return .some(map) }
         return nil
+    }
+
+    /// Maps (a nested struct, a dictionary with string keys) merge name by name, as a record's
+    /// properties do: one side's `address.street` and the other's `address.city` both survive,
+    /// and so do entries each side added under its own name. `nil` if the values are not maps
+    /// (an absent ancestor merges as an empty one), if a name conflicts (the property is then
+    /// a conflict whole, as before), or if the merged map would hold a child twice (moved to a
+    /// different name on each side).
+    static func mergeMaps(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue? {
+        guard case .map(let o)? = ours, case .map(let t)? = theirs else { return nil }
+        let b: [String: PropertyValue]
+        switch base {
+        case .map(let values)?: b = values
+        case nil: b = [:]
+        default: return nil
+        }
+        var merged = [String: PropertyValue]()
+        for name in Set(b.keys).union(o.keys).union(t.keys).sorted(by: utf8Less) {
+            guard let value = mergeProperty(base: b[name], ours: o[name], theirs: t[name]) else { return nil }
+            if let value { merged[spelling(of: name, base: b, ours: o, theirs: t)] = value }
+        }
+        let result = PropertyValue.map(merged)
+        let children = result.childKeys
+        return Set(children).count == children.count ? result : nil
     }
 
     /// Arrays of child or reference keys merge as sets: the ancestor's elements, minus those

@@ -177,6 +177,18 @@ extension Store {
             state.merged[key] = nil
             pending.append((recordMerge, recordMerge.wholeRecordConflict()))
         }
+        // A record one side deleted, whose records below it the other side changed, conflicts as
+        // one deleted and changed: the value it is the root of changed.
+        let changedBelow = try state.deletesMeetingChangesBelow(pending.compactMap { merge, result in
+            guard result.conflicts.first?.property == nil, deletedAndMoved[merge.key] == nil, merge.base != nil,
+                  (merge.ours == nil) != (merge.theirs == nil) else { return nil }
+            return (merge.key, merge.ours == nil ? .ours : .theirs)
+        })
+        for key in changedBelow.keys.sorted() {
+            let recordMerge = try state.recordMerge(key, store: self)
+            state.merged[key] = nil
+            pending.append((recordMerge, recordMerge.wholeRecordConflict()))
+        }
         // A child the sides placed in different places conflicts too, over where it goes.
         let contested = try state.findContestedChildren(store: self)
         let conflicts = Set(pending.flatMap(\.result.conflicts) + contested).sorted(by: MergeConflict.canonicalOrder)
@@ -219,6 +231,7 @@ extension Store {
             var wanted = Dictionary(recent.map { ($0.merge.key, Set($0.result.conflicts.map(\.property))) }, uniquingKeysWith: { $0.union($1) })
             for (merge, _) in recent {
                 if let place = deletedAndMoved[merge.key]?.place { wanted[place.record, default: []].insert(place.property) }
+                for changed in changedBelow[merge.key]?.changed ?? [] { wanted[changed, default: []].insert(nil) }
             }
             // What the keys hold at the base and at both heads is known from the diffs.
             let known = state.payloads(of: Array(wanted.keys))
@@ -233,6 +246,14 @@ extension Store {
                     var (o, t) = (oursStamps[conflict.property]!, theirsStamps[conflict.property]!)
                     if conflict.property == nil, let moved, let movedAt {
                         if moved.deleting == .ours { t = max(t, movedAt) } else { o = max(o, movedAt) }
+                    }
+                    // The changing side's stamp: its last change of the record or below it.
+                    if conflict.property == nil, let below = changedBelow[recordMerge.key] {
+                        let times = below.deleting == .ours ? theirsTimes : oursTimes
+                        for changed in below.changed {
+                            guard let stamp = times[changed]?[nil] else { continue }
+                            if below.deleting == .ours { t = max(t, stamp) } else { o = max(o, stamp) }
+                        }
                     }
                     if o != t { return o > t ? .ours : .theirs }
                     return Self.valueOrder(conflict.theirs, conflict.ours) ? .ours : .theirs
