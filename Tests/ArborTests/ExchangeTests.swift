@@ -699,12 +699,15 @@ import Testing
         }
     }
 
-    /// A damaged old version of the source, older than where the histories meet (the target
-    /// holds it), on an adapter that refuses a damaged object with its whole batch (the JSON
-    /// files): the walk of the source's history ahead of the target's answers reaches it and
-    /// leaves it out, as it leaves out one that does not match its hash; the exchange completes.
-    /// It used to fail with the adapter's error.
-    @Test func aDamagedVersionTheTargetHoldsDoesNotStopAnExchangeThatReadsPastIt() async throws {
+    /// A damaged version of the source that the target holds, on an adapter that refuses a
+    /// damaged object with its whole batch (the JSON files) or that returns it damaged: older
+    /// than where the histories meet, the walk of the source's history ahead of the target's
+    /// answers reaches it and leaves it out, as one that does not match its hash; exactly where
+    /// they meet (the target's head, the parent of the first version copied), its time and
+    /// index root are read from the target, which holds it intact. The exchange completes; it
+    /// used to fail with the adapter's error, and could then never bring the later versions.
+    @Test(arguments: [(2, DamagingBackend.Damage.refusal), (5, .refusal), (5, .flippedByte)])
+    func aDamagedVersionTheTargetHoldsDoesNotStopAnExchange(damagedVersion: Int, damage: DamagingBackend.Damage) async throws {
         let inner = MemoryBackend()
         let writer = Store(backend: inner, configuration: .init(replica: "s"))
         var versions = [Version]()
@@ -713,7 +716,7 @@ import Testing
         let target = Store(backend: MemoryBackend(), configuration: .init(replica: "t"))
         try await writer.exchange(to: target)
         for index in 6..<40 { versions.append(try await writer.save(Task(id: "t\(index)", title: "v\(index)", done: false))) }
-        let source = Store(backend: RefusingBackend(inner, refusing: versions[2].id), configuration: .init(replica: "s"))
+        let source = Store(backend: DamagingBackend(inner, damaging: versions[damagedVersion].id, by: damage), configuration: .init(replica: "s"))
         let report = try await source.exchange(to: target)
         #expect(report.versions == 34)
         #expect(try await target.heads().map(\.id) == [versions[39].id])
@@ -728,7 +731,7 @@ import Testing
         let source = Store(backend: inner)
         try await fill(source)
         let root = try #require(try await source.head()).root
-        let corrupting = Store(backend: CorruptingBackend(inner, corrupting: root))
+        let corrupting = Store(backend: DamagingBackend(inner, damaging: root, by: .flippedByte))
         let target = Store(backend: MemoryBackend())
         func run(_ from: Store) async throws {
             switch transfer {
@@ -1156,31 +1159,6 @@ final class FailingBackend: ForwardingBackend {
     func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
         guard remaining.withLock({ $0 > 0 }) else { throw ArborError(.io, "injected failure", backend: engineName, operation: "refs") }
         return try await inner.compareAndSwap(ref: name, expected: expected, new: new)
-    }
-}
-
-/// Returns one object with a flipped byte, as a disk that rots would; through `get`, and
-/// through `ancestry` (forwarded, so the inner backend's walks ahead are kept).
-final class CorruptingBackend: ForwardingBackend {
-    let inner: any Backend
-    let victim: Hash
-    init(_ inner: any Backend, corrupting victim: Hash) {
-        self.inner = inner
-        self.victim = victim
-    }
-    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        damaged(try await inner.get(hashes))
-    }
-    func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
-        damaged(try await inner.ancestry(of: hashes, limit: limit))
-    }
-    private func damaged(_ objects: [Hash: [UInt8]]) -> [Hash: [UInt8]] {
-        var objects = objects
-        if var bytes = objects[victim], !bytes.isEmpty {
-            bytes[bytes.count / 2] ^= 0x40
-            objects[victim] = bytes
-        }
-        return objects
     }
 }
 

@@ -89,7 +89,7 @@ import Testing
         let (_, versions) = try await line(of: 30, on: inner)
         let target = Store(backend: MemoryBackend())
         try await Store(backend: inner).exchange(to: target)
-        let source = Store(backend: CorruptingBackend(inner, corrupting: versions[2].id), configuration: .init(replica: "a"))
+        let source = Store(backend: DamagingBackend(inner, damaging: versions[2].id, by: .flippedByte), configuration: .init(replica: "a"))
         try await extend(source, through: 30..<90)
         let report = try await source.exchange(to: target)
         #expect(report.versions == 60)

@@ -118,7 +118,7 @@ import Testing
         for index in 0..<300 { try await writer.save(Task(id: "t", title: "title \(index)", done: false)) }
         let reverted = try await writer.save(Task(id: "t", title: "kept", done: false))
         #expect(reverted.root == first.root)
-        let store = Store(backend: RefusingBackend(inner, refusing: first.root))
+        let store = Store(backend: DamagingBackend(inner, damaging: first.root, by: .refusal))
         let report = try await store.verify()
         #expect(!report.isIntact && report.damage.contains { $0.hash == first.root }, "\(report.damage)")
     }
@@ -140,7 +140,7 @@ import Testing
         #expect(try await store.verify().isIntact)
 
         // Bytes that do not match the hash.
-        let corrupting = Store(backend: CorruptingBackend(inner, corrupting: head.root))
+        let corrupting = Store(backend: DamagingBackend(inner, damaging: head.root, by: .flippedByte))
         report = try await corrupting.verify()
         #expect(report.corruptCount == 1 && report.damage.first?.hash == head.root)
 
@@ -230,24 +230,5 @@ import Testing
         let report = try await store.verify()
         #expect(report.corruptCount == 1 && report.damage.first?.hash == Hash.of(commit), "\(report.damage)")
         #expect(report.damage.first?.detail.contains("is a commit, not an index node") == true, "\(report.damage)")
-    }
-}
-
-/// Refuses every batch that asks for `victim` with ``ArborError/Code/corruptObject``, as the
-/// JSON adapter refuses a file that does not match its hash.
-final class RefusingBackend: ForwardingBackend {
-    let inner: any Backend
-    let victim: Hash
-    init(_ inner: any Backend, refusing victim: Hash) {
-        self.inner = inner
-        self.victim = victim
-    }
-    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        guard !hashes.contains(victim) else { throw ArborError(.corruptObject, "object \(victim) does not match its hash", backend: "refusing") }
-        return try await inner.get(hashes)
-    }
-    /// As the JSON adapter's, which has no walk of its own: the objects asked for.
-    func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
-        try await get(hashes)
     }
 }

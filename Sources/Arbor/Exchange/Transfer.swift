@@ -89,6 +89,20 @@ final class Transfer {
         return result
     }
 
+    /// Objects the target holds (the versions where the source's history meets it), from the
+    /// target, checked against their hashes: the source's copy of one may be damaged (a
+    /// version older than what the exchange brings, which it need not read but for its time
+    /// and root), and the target's is the one its heads build on.
+    func fetchHeld(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
+        for chunk in hashes.chunks(of: Transfer.requestSize) {
+            try Task.checkCancellation()
+            rounds += 1
+            result.merge(try await ObjectFetch.verified(chunk, from: target)) { first, _ in first }
+        }
+        return result
+    }
+
     // MARK: History
 
     /// The versions reachable from `heads` that the target lacks, parents before children, and
@@ -160,7 +174,7 @@ final class Transfer {
         // pruned by time, and a head older than its parent would hide that parent from it.
         var parentTimes = times
         if !boundary.isEmpty {
-            let commits = try await fetch(Array(boundary))
+            let commits = try await fetchHeld(Array(boundary))
             for hash in boundary { parentTimes[hash] = try links(of: hash, commits[hash] ?? [], expecting: .commit).time }
         }
         for (child, parents) in parentsOf {
@@ -209,7 +223,10 @@ final class Transfer {
                 links.parents.first { copied.contains($0) || present.contains($0) || inChunk.contains($0) }
             }
             let unknownBases = Set(versions.compactMap { baseVersion($0.links) }.filter { roots[$0] == nil })
-            for (hash, bytes) in try await fetch(Array(unknownBases)) {
+            // Those the target held before the copy are read from it (``fetchHeld(_:)``).
+            let heldBases = unknownBases.filter { present.contains($0) && !copied.contains($0) && !inChunk.contains($0) }
+            let fetchedBases = try await fetch(Array(unknownBases.subtracting(heldBases))).merging(try await fetchHeld(Array(heldBases))) { $1 }
+            for (hash, bytes) in fetchedBases {
                 roots[hash] = try links(of: hash, bytes, expecting: .commit).root
             }
             let versionRoots = versions.compactMap(\.links.root)
