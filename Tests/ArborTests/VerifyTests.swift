@@ -136,6 +136,8 @@ import Testing
         var report = try await store.verify()
         #expect(!report.isIntact && report.missingCount == 1)
         #expect(report.damage.first?.hash == missing && report.damage.first?.kind == .missing)
+        // Named with the node that names it (it was "an index node").
+        #expect(report.damage.first?.detail.contains("named by index node \(head.root)") == true, "\(report.damage)")
         try await inner.put([(missing, saved)])
         #expect(try await store.verify().isIntact)
 

@@ -478,7 +478,8 @@ struct IntegrityWalk: Sendable {
         while !unread.isEmpty {
             let request = unread.prefix(blobRequests.count(of: unread.lazy.map(\.blob), sizes: sizes))
             unread = unread.dropFirst(request.count)
-            let fetchedBlobs = try await fetch(request.map(\.blob), namedBy: "a leaf")
+            let leafOf = Dictionary(request.map { ($0.blob, $0.parent) }, uniquingKeysWith: { first, _ in first })
+            let fetchedBlobs = try await fetch(request.map(\.blob), namedBy: { "leaf \(leafOf[$0].map(\.description) ?? "?")" })
             blobRequests.read(fetchedBlobs.values.lazy.map(\.count), requested: request.count)
             // Each blob once, though several leaves of the group may name it.
             for (parent, blob) in request where checkedBlobs.insert(blob).inserted {
@@ -501,7 +502,8 @@ struct IntegrityWalk: Sendable {
         // Nodes that two parents of this group name (versions sharing them) are walked once.
         var walkedInGroup = Set<Hash>()
         for chunk in unseen.chunks(of: Transfer.groupSize) {
-            let fetched = try await fetch(chunk.map(\.child), namedBy: "an index node")
+            let parentOf = Dictionary(chunk.map { ($0.child, $0.parent) }, uniquingKeysWith: { first, _ in first })
+            let fetched = try await fetch(chunk.map(\.child), namedBy: { "index node \(parentOf[$0].map(\.description) ?? "?")" })
             var next = [CheckedNode]()
             for entry in chunk {
                 guard let bytes = fetched[entry.child] else {
