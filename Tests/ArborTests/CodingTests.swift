@@ -156,6 +156,35 @@ import Testing
         #expect(try await store.value(Roster.self, id: "r", at: merged.id) == theirs)
     }
 
+    /// Pairs that name no record (a merge let the children of a dictionary of arrays go) read
+    /// back as pairs; a dictionary stored flat whose keys and values are two-element arrays
+    /// reads back as it was written.
+    @Test func pairsThatNameNoRecordAndFlatPairsOfArraysReadBack() throws {
+        let key = RecordKey(type: "Lanes", id: "l")
+        let emptied = Record(key: key, properties: ["id": .string("l"), "grid": .array([]), "lanes": .array([.array([.string("mon"), .array([])])])])
+        #expect(try RecordDecoder.value(Lanes.self, key: key, records: [key: emptied]) == Lanes(id: "l", lanes: [.mon: []]))
+        let grid = Record(key: key, properties: ["id": .string("l"), "lanes": .array([]), "grid": .array([.array([.int(1), .int(2)]), .array([.int(3), .int(4)])])])
+        #expect(try RecordDecoder.value(Lanes.self, key: key, records: [key: grid]) == Lanes(id: "l", grid: [[1, 2]: [3, 4]]))
+    }
+
+    /// A dictionary stored flat before pairs were written, re-encoded unchanged as pairs on one
+    /// side while the other adds a pair: the unchanged side is no change, and the addition
+    /// stands (it was a conflict, and most-recent could drop the addition).
+    @Test func aLegacyFlatDictionaryReencodedUnchangedIsNoChange() async throws {
+        let store = Store.ticking()
+        let person = { (id: String) in PropertyValue.reference(RecordKey(type: "Person", id: id)) }
+        let flat = Record(type: "Roster", id: "r", properties: ["roles": .array([person("p1"), person("admin")]), "label": .string("old")])
+        let base = try await store.change(on: nil) { try $0.save(flat) }
+        let added = try await store.change(on: base) { try $0.save(Roster(id: "r", roles: [Ref(id: "p1"): Ref(id: "admin"), Ref(id: "p2"): Ref(id: "editor")], label: "old")) }
+        let relabelled = try await store.change(on: base) { try $0.save(Roster(id: "r", roles: [Ref(id: "p1"): Ref(id: "admin")], label: "new")) }
+        guard case .merged(let version, let report) = try await store.merge(added.id, relabelled.id, strategy: .manual) else {
+            Issue.record("an unchanged dictionary re-encoded as pairs conflicted")
+            return
+        }
+        #expect(report.resolved.isEmpty)
+        #expect(try await store.value(Roster.self, id: "r", at: version.id) == Roster(id: "r", roles: [Ref(id: "p1"): Ref(id: "admin"), Ref(id: "p2"): Ref(id: "editor")], label: "new"))
+    }
+
     /// Elements of a set, or keys of a dictionary, that encode alike (a type whose `Hashable`
     /// uses a field its `Codable` leaves out) are refused: their order was the process's hash
     /// order, so equal values differed in bytes, and only one read back.
@@ -172,6 +201,9 @@ import Testing
     @Test func aChildWhoseEncodingFailedIsNotLeftInTheTree() throws {
         let records = try RecordEncoder.records(of: Forgiving(id: "f", priced: Priced(id: "p", price: .nan)))
         #expect(records.map(\.key.description) == ["Forgiving/f"])
+        // Nor a sibling encoded before it, in the array whose encoding failed.
+        let siblings = try RecordEncoder.records(of: Forgiving(id: "f", list: [Priced(id: "ok", price: 1), Priced(id: "p", price: .nan)]))
+        #expect(siblings.map(\.key.description) == ["Forgiving/f"])
     }
 
     /// Strings in canonical bytes must be valid UTF-8: every malformed sequence is refused, and
@@ -852,6 +884,13 @@ private struct Roster: Storable, Equatable {
     var roles: [Ref<Person>: Ref<Person>] = [:]
     var notes: [Ref<Person>: Note] = [:]
     var counts: [Weekday: Int] = [:]
+    var label = ""
+}
+
+private struct Lanes: Storable, Equatable {
+    var id: String
+    var lanes: [Weekday: [Note]] = [:]
+    var grid: [[Int]: [Int]] = [:]
 }
 
 /// A key whose `Codable` form leaves out `label`, which its `Hashable` uses.
@@ -876,10 +915,12 @@ private struct Timetable: Storable, Equatable {
 private struct Forgiving: Storable {
     var id: String
     var priced: Priced?
-    enum CodingKeys: String, CodingKey { case id, priced }
+    var list: [Priced] = []
+    enum CodingKeys: String, CodingKey { case id, priced, list }
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
         try? container.encode(priced, forKey: .priced)
+        try? container.encode(list, forKey: .list)
     }
 }

@@ -347,6 +347,73 @@ import Testing
         }
     }
 
+    /// An enum is stored as a map of its one case: both sides changing the case is a conflict,
+    /// not a merge of two cases into one map, which no decoder reads ("expected one key").
+    @Test func anEnumChangedToTwoCasesIsAConflict() async throws {
+        try await withStore(.memory) { store in
+            let root = try await store.change(on: nil) { try $0.save(Sketch(id: "s", shape: .none)) }
+            let a = try await store.change(on: root, "ours") { try $0.save(Sketch(id: "s", shape: .circle(radius: 1))) }
+            let b = try await store.change(on: root, "theirs") { try $0.save(Sketch(id: "s", shape: .square(side: 2))) }
+            guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id, strategy: .manual) else { Issue.record("two cases merged"); return }
+            #expect(conflicts.map(\.property) == ["shape"])
+            let (version, _) = try merged(try await store.merge(a.id, b.id, strategy: .mostRecent))
+            #expect(try await store.value(Sketch.self, id: "s", at: version.id) == Sketch(id: "s", shape: .square(side: 2)))
+        }
+    }
+
+    /// A child moved from one name of a map to another on one side, and into another record on
+    /// the other: the map is a conflict, as before maps merged by name; merged, it kept the
+    /// child under its new name and the other record let it go, whatever the strategy said.
+    @Test func aChildMovedWithinAMapWhileTheOtherSideMovesItAwayIsAConflict() async throws {
+        try await withStore(.memory) { store in
+            let note = RecordKey(type: "Note", id: "n0")
+            func card(_ notes: [String: String]) -> Record {
+                Record(type: "Card", id: "c", properties: ["notes": .map(notes.mapValues { .child(RecordKey(type: "Note", id: $0)) })])
+            }
+            func shelf(_ notes: [String]) -> Record {
+                Record(type: "Shelf", id: "s", properties: ["notes": .array(notes.map { .child(RecordKey(type: "Note", id: $0)) })])
+            }
+            let root = try await store.change(on: nil) {
+                try $0.save(card(["a": "n0", "k": "n9"]))
+                try $0.save(shelf([]))
+                for id in ["n0", "n9"] { try $0.save(Record(type: "Note", id: id, properties: ["text": .string(id)])) }
+            }
+            let a = try await store.change(on: root, "ours") { try $0.save(card(["b": "n0", "k": "n9"])) }
+            let b = try await store.change(on: root, "theirs") {
+                try $0.save(card(["k": "n9"]))
+                try $0.save(shelf(["n0"]))
+            }
+            guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id, strategy: .manual) else { Issue.record("merged"); return }
+            #expect(conflicts.map { "\($0.key.type).\($0.property ?? "")" }.contains("Card.notes"))
+            let (version, _) = try merged(try await store.merge(a.id, b.id, strategy: .theirs))
+            #expect(try await store.record(RecordKey(type: "Shelf", id: "s"), at: version.id) == shelf(["n0"]))
+            #expect(try await store.record(RecordKey(type: "Card", id: "c"), at: version.id) == card(["k": "n9"]))
+            #expect(try await store.record(note, at: version.id) != nil)
+        }
+    }
+
+    /// One side takes a note out of a task, then deletes the task; the other edits the note
+    /// between the two. Most-recent compares the note's edit with the last deletion above it
+    /// (the task's, later): both go, as the task would; by the note's own removal alone, the
+    /// note was kept and then went as an orphan all the same. Taken the other way (theirs),
+    /// both stay.
+    @Test func aNoteEditedBetweenItsRemovalAndItsTasksDeletionGoesWithTheTask() async throws {
+        try await withStore(.memory) { store in
+            let note = Note(id: "n1", text: "old")
+            let root = try await store.change(on: nil) { try $0.save(Task(id: "t", title: "base", done: false, notes: [note])) }
+            let removed = try await store.change(on: root, "ours") { try $0.save(Task(id: "t", title: "base", done: false)) }
+            let edited = Note(id: "n1", text: "edited")
+            let b = try await store.change(on: root, "theirs") { try $0.save(Task(id: "t", title: "base", done: false, notes: [edited])) }
+            let a = try await store.change(on: removed, "ours") { try $0.delete(Task.self, id: "t") }
+            for (strategy, expected) in [(MergeStrategy.mostRecent, nil), (.ours, nil), (.theirs, Task(id: "t", title: "base", done: false, notes: [edited]))] {
+                let (version, _) = try merged(try await store.merge(a.id, b.id, strategy: strategy))
+                #expect(try await store.value(Task.self, id: "t", at: version.id) == expected, "\(strategy)")
+                #expect(try await store.verify().isIntact)
+                #expect(version.recordCount == (expected == nil ? 0 : 2), "\(strategy)")
+            }
+        }
+    }
+
     /// An array of references that holds one twice (a playlist that plays a song twice) is no
     /// set: both sides changing it is a conflict, not a set merge that dropped the repeat neither
     /// side removed, or the one a side added.
@@ -852,4 +919,15 @@ struct ResolverOwner: Storable, Equatable {
 struct ResolverPart: Storable, Equatable {
     var id: String
     var text: String
+}
+
+/// A value with an enum that has no raw type: stored as a map of its one case.
+private struct Sketch: Storable, Equatable {
+    enum Shape: Codable, Equatable {
+        case none
+        case circle(radius: Int)
+        case square(side: Int)
+    }
+    var id: String
+    var shape: Shape
 }

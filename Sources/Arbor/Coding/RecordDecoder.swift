@@ -118,26 +118,30 @@ struct PropertyDecoder: Decoder {
             return value
         }
         // A dictionary stored as pairs (``DictionaryOfPairs``) reads as its conformance reads:
-        // flat. One stored flat before pairs were written reads as it was.
+        // flat. One stored flat before pairs were written reads as it was, and so does one of
+        // pairs whose records a merge let go (then it may name none).
         if case .array(let pairs) = value, case .array(let first)? = pairs.first, first.count == 2,
            type is any DictionaryOfPairs.Type, let flat = Self.flattening(pairs) {
-            return try T(from: PropertyDecoder(value: .array(flat), records: records, codingPath: codingPath, depth: depth, decoded: decoded))
+            do {
+                return try T(from: PropertyDecoder(value: .array(flat), records: records, codingPath: codingPath, depth: depth, decoded: decoded))
+            } catch let error as DecodingError where !pairs.contains(where: \.namesRecords) {
+                // Pairs name records; these may be a legacy flat dictionary of two-element arrays.
+                if let flatValue = try? T(from: self) { return flatValue }
+                throw error
+            }
         }
         return try T(from: self)
     }
 
-    /// The elements of `pairs`, each a two-element array, one after the other, where some of
-    /// them name a record (as the encoder writes pairs); else `nil`.
+    /// The elements of `pairs`, each a two-element array, one after the other; else `nil`.
     static func flattening(_ pairs: [PropertyValue]) -> [PropertyValue]? {
         var flat = [PropertyValue]()
         flat.reserveCapacity(pairs.count * 2)
-        var namesRecords = false
         for pair in pairs {
             guard case .array(let elements) = pair, elements.count == 2 else { return nil }
-            namesRecords = namesRecords || pair.namesRecords
             flat += elements
         }
-        return namesRecords ? flat : nil
+        return flat
     }
 
     func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {

@@ -45,6 +45,8 @@ final class EncodingContext {
     /// The records of the tree, the root first, each with its properties as written.
     var records = [(key: RecordKey, properties: PropertyList)]()
     private var seen = Set<RecordKey>()
+    /// Whether a record's encoding failed and was swallowed by a value's own `encode(to:)`.
+    private var abandonedRecords = false
     /// The depth, as ``RecordDecoder`` counts it, of the record being encoded.
     private var recordDepth = 0
 
@@ -68,9 +70,31 @@ final class EncodingContext {
             // began below it, must not stay in the tree, empty and held by nothing.
             for begun in records[index...] { seen.remove(begun.key) }
             records.removeSubrange(index...)
+            abandonedRecords = true
             throw error
         }
+        // Records encoded before a sibling failed (an array of children whose last one threw,
+        // the error swallowed) are held by no property: dropped once the tree is whole.
+        if index == 0, abandonedRecords { dropUnheldRecords() }
         return key
+    }
+
+    /// Keeps only the records the root reaches through the properties written.
+    ///
+    /// - Complexity: O(n) for the tree's `n` property values.
+    private func dropUnheldRecords() {
+        let positions = Dictionary(records.indices.map { (records[$0].key, $0) }, uniquingKeysWith: { first, _ in first })
+        var reached: Set<RecordKey> = [records[0].key]
+        var pending = [0]
+        while let position = pending.popLast() {
+            for (_, value) in records[position].properties.entries {
+                for child in value.childKeys where reached.insert(child).inserted {
+                    if let found = positions[child] { pending.append(found) }
+                }
+            }
+        }
+        records.removeAll { !reached.contains($0.key) }
+        seen = seen.intersection(reached)
     }
 
     /// The properties of a record's value, as its keyed container wrote them.

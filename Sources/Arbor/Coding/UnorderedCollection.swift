@@ -59,6 +59,27 @@ private func refuseEqualEncodings(_ sorted: [[UInt8]], of what: String, codingPa
     }
 }
 
+extension PropertyValue {
+    /// The three values of a property, where some are a dictionary stored as pairs (``DictionaryOfPairs``)
+    /// and others the same dictionary stored before pairs were written (alternating keys and
+    /// values, in the same order): those as pairs too, so that a value re-encoded unchanged is
+    /// no change. Others as they are.
+    static func pairingLegacyDictionaries(_ values: PropertyValue?...) -> (PropertyValue?, PropertyValue?, PropertyValue?) {
+        func isPairs(_ value: PropertyValue?) -> Bool {
+            guard case .array(let elements)? = value, !elements.isEmpty else { return false }
+            return elements.allSatisfy { if case .array(let pair) = $0 { pair.count == 2 } else { false } } && value!.namesRecords
+        }
+        func paired(_ value: PropertyValue?) -> PropertyValue? {
+            guard case .array(let flat)? = value, !flat.isEmpty, flat.count.isMultiple(of: 2),
+                  !flat.contains(where: { if case .array = $0 { true } else { false } }) else { return value }
+            return .array(stride(from: 0, to: flat.count, by: 2).map { .array([flat[$0], flat[$0 + 1]]) })
+        }
+        guard values.contains(where: isPairs) else { return (values[0], values[1], values[2]) }
+        let result = values.map(paired)
+        return (result[0], result[1], result[2])
+    }
+}
+
 /// A `Dictionary`, to the decoder: one whose keys and values name records is stored as a list
 /// of `[key, value]` pairs, which its `Decodable` conformance reads as a flat list.
 protocol DictionaryOfPairs {}

@@ -100,11 +100,11 @@ extension MergeState {
 
     /// The records one side deleted, which the other kept as they were, above records (at the
     /// ancestor) that the first side deleted too and the other changed: a value tree is one
-    /// value, so a change to a record it holds is a change to it. Each is to conflict as deleted
-    /// and changed, settled with the records changed below it, so that the strategy keeps or
-    /// deletes them together: kept, the holder keeps the changed record (and its other
-    /// children, restored); deleted, both go. Before, the holder went cleanly, and the changed
-    /// record, kept by the strategy, went as an orphan all the same.
+    /// value, so a change to a record it holds is a change to it. Each is a conflict as deleted
+    /// and changed, and goes as the records changed below it go: where the merge keeps one of
+    /// them, the holder is kept (and its other children, restored); else deleted. Before, the
+    /// holder went cleanly, and the changed record, kept by the strategy, went as an orphan
+    /// all the same.
     /// `deletedAndChanged` are the records in such a conflict of their own, deleted by the side
     /// given; the result maps each holder to the side that deleted it and the changed records
     /// below it, in key order.

@@ -77,6 +77,7 @@ struct RecordMerge {
     /// The merged value of one property: `.some(value)` (`.some(nil)`: absent), or `nil` for
     /// a conflict.
     static func mergeProperty(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue?? {
+        let (base, ours, theirs) = PropertyValue.pairingLegacyDictionaries(base, ours, theirs)
         if ours == theirs { return .some(ours) }
         if ours == base { return .some(theirs) }
         if theirs == base { return .some(ours) }
@@ -87,17 +88,29 @@ struct RecordMerge {
 
     /// Maps (a nested struct, a dictionary with string keys) merge name by name, as a record's
     /// properties do: one side's `address.street` and the other's `address.city` both survive,
-    /// and so do entries each side added under its own name. `nil` if the values are not maps
-    /// (an absent ancestor merges as an empty one), if a name conflicts (the property is then
-    /// a conflict whole, as before), or if the merged map would hold a child twice (moved to a
-    /// different name on each side).
+    /// and so do entries each side added under its own name. `nil` (the property is then a
+    /// conflict whole, as before) where:
+    /// - a value is not a map, or the ancestor had none (two values set afresh);
+    /// - a side kept none of the ancestor's names (where it had some): it replaced the value (an
+    ///   enum, stored as a map of its one case, that changed case), and two replacements merged
+    ///   would hold two;
+    /// - a name conflicts;
+    /// - a side moved a child from one name to another: ownership settles moves per record and
+    ///   property, and would not see one within the map.
     static func mergeMaps(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue? {
-        guard case .map(let o)? = ours, case .map(let t)? = theirs else { return nil }
-        let b: [String: PropertyValue]
-        switch base {
-        case .map(let values)?: b = values
-        case nil: b = [:]
-        default: return nil
+        guard case .map(let b)? = base, case .map(let o)? = ours, case .map(let t)? = theirs,
+              b.isEmpty || (o.keys.contains { b[$0] != nil } && t.keys.contains { b[$0] != nil }) else { return nil }
+        // The name each child is held under.
+        func names(_ map: [String: PropertyValue]) -> [RecordKey: String] {
+            var names = [RecordKey: String]()
+            for (name, value) in map { for child in value.childKeys { names[child] = name } }
+            return names
+        }
+        let baseNames = names(b)
+        for side in [o, t] {
+            for (child, name) in names(side) {
+                if let before = baseNames[child], !utf8Equal(before, name) { return nil }
+            }
         }
         var merged = [String: PropertyValue]()
         for name in Set(b.keys).union(o.keys).union(t.keys).sorted(by: utf8Less) {

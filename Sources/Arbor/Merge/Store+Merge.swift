@@ -178,20 +178,17 @@ extension Store {
             pending.append((recordMerge, recordMerge.wholeRecordConflict()))
         }
         // A record one side deleted, whose records below it the other side changed, conflicts as
-        // one deleted and changed: the value it is the root of changed.
+        // one deleted and changed (the value it is the root of changed), and goes as they go.
         let changedBelow = try state.deletesMeetingChangesBelow(pending.compactMap { merge, result in
             guard result.conflicts.first?.property == nil, deletedAndMoved[merge.key] == nil, merge.base != nil,
                   (merge.ours == nil) != (merge.theirs == nil) else { return nil }
             return (merge.key, merge.ours == nil ? .ours : .theirs)
         })
-        for key in changedBelow.keys.sorted() {
-            let recordMerge = try state.recordMerge(key, store: self)
-            state.merged[key] = nil
-            pending.append((recordMerge, recordMerge.wholeRecordConflict()))
-        }
+        var holderConflicts = [MergeConflict]()
+        for key in changedBelow.keys.sorted() { holderConflicts += try state.recordMerge(key, store: self).wholeRecordConflict().conflicts }
         // A child the sides placed in different places conflicts too, over where it goes.
         let contested = try state.findContestedChildren(store: self)
-        let conflicts = Set(pending.flatMap(\.result.conflicts) + contested).sorted(by: MergeConflict.canonicalOrder)
+        let conflicts = Set(pending.flatMap(\.result.conflicts) + contested + holderConflicts).sorted(by: MergeConflict.canonicalOrder)
         if strategy == .manual, !rule.overridesUnderManual, !conflicts.isEmpty { return .conflicts(conflicts) }
 
         // Settle them: a type's override, else the strategy.
@@ -229,9 +226,14 @@ extension Store {
             // for a record deleted on one side the record's; for one moved, also the change of
             // the property the move put it in.
             var wanted = Dictionary(recent.map { ($0.merge.key, Set($0.result.conflicts.map(\.property))) }, uniquingKeysWith: { $0.union($1) })
+            // A record deleted with holders above it that the other side kept (``changedBelow``):
+            // the deleting side's stamp is its last deletion on that chain, so that the record
+            // goes as its holders would by their own stamps, not by its own alone.
+            var holdersAbove = [RecordKey: [RecordKey]]()
+            for (holder, below) in changedBelow { for changed in below.changed { holdersAbove[changed, default: []].append(holder) } }
             for (merge, _) in recent {
                 if let place = deletedAndMoved[merge.key]?.place { wanted[place.record, default: []].insert(place.property) }
-                for changed in changedBelow[merge.key]?.changed ?? [] { wanted[changed, default: []].insert(nil) }
+                for holder in holdersAbove[merge.key] ?? [] { wanted[holder, default: []].insert(nil) }
             }
             // What the keys hold at the base and at both heads is known from the diffs.
             let known = state.payloads(of: Array(wanted.keys))
@@ -247,12 +249,11 @@ extension Store {
                     if conflict.property == nil, let moved, let movedAt {
                         if moved.deleting == .ours { t = max(t, movedAt) } else { o = max(o, movedAt) }
                     }
-                    // The changing side's stamp: its last change of the record or below it.
-                    if conflict.property == nil, let below = changedBelow[recordMerge.key] {
-                        let times = below.deleting == .ours ? theirsTimes : oursTimes
-                        for changed in below.changed {
-                            guard let stamp = times[changed]?[nil] else { continue }
-                            if below.deleting == .ours { t = max(t, stamp) } else { o = max(o, stamp) }
+                    if conflict.property == nil, let holders = holdersAbove[recordMerge.key] {
+                        let deleting = recordMerge.ours == nil
+                        for holder in holders {
+                            guard let stamp = (deleting ? oursTimes : theirsTimes)[holder]?[nil] else { continue }
+                            if deleting { o = max(o, stamp) } else { t = max(t, stamp) }
                         }
                     }
                     if o != t { return o > t ? .ours : .theirs }
@@ -262,6 +263,14 @@ extension Store {
         }
         for (key, record) in resolved { state.merged[key] = .some(record) }
         state.settledByResolver = Set(resolved.keys)
+        // A holder deleted on one side above records the other changed is kept, as the changing
+        // side has it, where the merge keeps one of them: a strategy settled those, each by its
+        // own change, and the holder follows (its other children are restored with it).
+        for (key, below) in changedBelow where !resolved.keys.contains(key) {
+            guard below.changed.contains(where: { if case .some(.some) = state.merged[$0] { true } else { false } }) else { continue }
+            let recordMerge = try state.recordMerge(key, store: self)
+            state.merged[key] = .some(below.deleting == .ours ? recordMerge.theirs : recordMerge.ours)
+        }
         // A record the merge deletes that the other side moved: its new holder lets it go, or
         // taking ownership back would restore it.
         try state.letGo(Set(deletedAndMoved.keys.filter { state.merged[$0] == .some(nil) }))
