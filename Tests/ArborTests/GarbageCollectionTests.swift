@@ -281,6 +281,31 @@ import Testing
         #expect(try await store.values(Task.self, at: revived).count == 400)
     }
 
+    /// An exchange that found the orphan's index root present, wrote a version naming it, and
+    /// failed before its heads moved or its claim was seen (killed, its claim lapsed), while the
+    /// sweep removed that root: the collection writes back what such an object, written during
+    /// it and reached by nothing, names, so that the exchange run again, which finds its version
+    /// present and makes it a head, leaves the store whole. It left the version without its
+    /// index, and every collection after refused a damaged store.
+    @Test func whatAFailedExchangeWroteDuringTheSweepKeepsWhatItNames() async throws {
+        let inner = MemoryBackend()
+        // Top down, one at a time: the orphan's head set, its version, then its index's root.
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 3)
+        var content = orphan.content
+        content.parents = []
+        content.message = "written by an exchange that failed"
+        let stray = content.encoded()
+        backend.onDelete = { try await inner.put([(Hash.of(stray), stray)]) }
+        let report = try await store.collectGarbage(gracePeriod: .milliseconds(20), progress: nil, sweepBatch: 1)
+        #expect(report.rescued > 0, "\(report)")
+        #expect(try await inner.contains([orphan.root]) == [orphan.root])
+        // The exchange run again makes its version a head.
+        try await store.updateHeads(removing: [], adding: Hash.of(stray))
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        #expect(try await store.values(Task.self, at: Hash.of(stray)).count == 400)
+    }
+
     /// A delete that removes its batch and then fails (a connection dropped after the server
     /// committed) still has what it removed checked a grace period later: a commit that landed on
     /// it meanwhile gets it written back, though the collection then stops with the error.

@@ -67,8 +67,14 @@ extension Store {
     /// then it throws `CancellationError`. A sweep stopped by an
     /// error is finished the same way when the store can still be reached.
     ///
+    /// Once the sweep is settled, the store is listed again: an object written during the
+    /// collection that nothing reaches (an exchange that found removed objects present, wrote
+    /// what names them, and failed before its heads moved) has what it names written back, so
+    /// that the exchange run again, finding it present, leaves the store whole.
+    ///
     /// - Complexity: O(*N*) reads for the *N* reachable objects, O(*G*) deletes for *G*
-    ///   unreachable ones; O(*N* + *G*) hashes in memory, and the bytes of the removed objects.
+    ///   unreachable ones, two listings of the store; O(*N* + *G*) hashes in memory, and the
+    ///   bytes of the removed objects.
     @discardableResult
     public func collectGarbage(
         gracePeriod: Duration = .seconds(60), longestWaitForExchanges: Duration = .seconds(600), progress: TransferProgressHandler? = nil
@@ -168,8 +174,9 @@ extension Store {
                 let restart = stopped != nil
                 // Cancelled (now, or as it waits): it stops waiting for exchanges.
                 let interruption = InterruptionFlag()
+                let listed = Set(candidates)
                 let (marked, rescued, restored, gone, unwritten) = await withTaskCancellationHandler {
-                  await Task.detached { [self, walk, removed, claimants, unsettled, interruption] in
+                  await Task.detached { [self, walk, removed, claimants, unsettled, interruption, listed] in
                     var unsettled = unsettled, walk = walk, removed = removed
                     // A marking an error stopped midway left objects counted as reached whose
                     // links were never followed: mark again from scratch.
@@ -236,6 +243,18 @@ extension Store {
                             walk = .sweepMarking(backend)
                             if !Self.mayPass(error) || ContinuousClock.now >= deadline { break }
                             try? await Task.sleep(for: .seconds(1))
+                        }
+                    }
+                    // Objects written during the collection that nothing reaches (an exchange that
+                    // found removed objects present, wrote what names them, and failed before its
+                    // heads moved or its claim was seen) would be left without what they name, and
+                    // an exchange run again finds them present and takes all they name to be there.
+                    if failure == nil, !removed.isEmpty {
+                        do {
+                            let written = try await writeBackNamedByStrays(reached: walk.reached, listed: listed, removed: &removed)
+                            rescued = (rescued.objects + written.objects, rescued.bytes + written.bytes)
+                        } catch {
+                            failure = error
                         }
                     }
                     // Those never settled, or not removed, lapse: readers stop waiting for them.
@@ -349,6 +368,39 @@ extension Store {
         objects.map { (rank: sweepRank($0.bytes), object: $0) }
             .sorted { $0.rank != $1.rank ? $0.rank > $1.rank : $0.object.hash < $1.object.hash }
             .map(\.object)
+    }
+
+    /// Writes back every removed object named by an object that is present now, that nothing
+    /// reaches, and that the collection did not list (it was written during the collection),
+    /// with the removed objects below it, children first. Returns how many, and their bytes.
+    ///
+    /// - Complexity: one listing of the store's hashes, and a read of each such object.
+    private func writeBackNamedByStrays(
+        reached: Set<Hash>, listed: Set<Hash>, removed: inout [Hash: [UInt8]]
+    ) async throws -> (objects: Int, bytes: Int) {
+        var strays = [Hash]()
+        try await backend.enumerateHashes(batchSize: Transfer.requestSize) { batch in
+            strays += batch.filter { !reached.contains($0) && !listed.contains($0) }
+        }
+        var pending = [Hash]()
+        for chunk in strays.chunks(of: Transfer.requestSize) {
+            let objects: [Hash: [UInt8]]
+            do {
+                objects = try await backend.get(chunk)
+            } catch let error as ArborError where error.code == .corruptObject {
+                objects = try await backend.getOneAtATime(chunk).objects
+            }
+            for bytes in objects.values { pending += ((try? ObjectLinks(bytes).all) ?? []).filter { removed[$0] != nil } }
+        }
+        var closure = Set<Hash>()
+        while let hash = pending.popLast() {
+            guard closure.insert(hash).inserted, let bytes = removed[hash] else { continue }
+            pending += ((try? ObjectLinks(bytes).all) ?? []).filter { removed[$0] != nil }
+        }
+        let objects = Self.childrenFirst(closure.compactMap { hash in removed[hash].map { (hash, $0) } })
+        for chunk in objects.chunks(of: Transfer.requestSize) { try await backend.put(Array(chunk)) }
+        for (hash, _) in objects { removed[hash] = nil }
+        return (objects.count, objects.reduce(0) { $0 + $1.bytes.count })
     }
 
     /// Marks again from the refs; writes back every removed object the refs now reach, with the
