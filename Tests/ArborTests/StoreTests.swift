@@ -255,6 +255,9 @@ import Testing
             await #expect { try await store.version(v3.root) } throws: { notAVersion($0) }
             await #expect { try await store.snapshot(at: v3.root) } throws: { notAVersion($0) }
             await #expect { try await store.diff(from: v1.id, to: v3.root) } throws: { notAVersion($0) }
+            await #expect { try await store.log(from: [v3.root]) } throws: { notAVersion($0) }
+            await #expect { try await store.merge(v1.id, v3.root) } throws: { notAVersion($0) }
+            await #expect { try await store.commit(ChangeSet(), parents: [v3.id, v3.root]) } throws: { notAVersion($0) }
         }
     }
 

@@ -32,7 +32,7 @@ extension Store {
     ///   moved records hold fewer: O(s log n) for `s` such records.
     @discardableResult
     public func merge(_ ours: Hash, _ theirs: Hash, strategy: MergeStrategy? = nil) async throws -> MergeOutcome {
-        let sides = try await versions([ours, theirs])
+        let sides = try await namedVersions([ours, theirs])
         let rule = MergeRule(asked: strategy, configuration: configuration)
         // No head of this set builds on another, so none builds on what builds on its heads.
         let startHeads = Set(try await headState().heads)

@@ -33,7 +33,7 @@ extension Store {
             guard distinct.count <= Version.Content.maximumParents else {
                 throw ArborError(.invalidInput, "a version has at most \(Version.Content.maximumParents) parents, not \(distinct.count); nothing was written")
             }
-            parents = try await versions(distinct)
+            parents = try await namedVersions(distinct)
         } else {
             parents = heads.first.map { [$0] } ?? []
         }

@@ -24,7 +24,7 @@ extension Store {
         if let heads {
             // Each once, however often given.
             var given = Set<Hash>()
-            start = try await versions(heads.filter { given.insert($0).inserted })
+            start = try await namedVersions(heads.filter { given.insert($0).inserted })
         } else {
             start = try await self.heads()
         }

@@ -118,11 +118,22 @@ public final class Store: Sendable {
     /// The version `id`. Throws ``ArborError/Code/missingObject`` if the store lacks it, and
     /// ``ArborError/Code/unknownVersion`` if it names another kind of object (an index node).
     public func version(_ id: Hash) async throws -> Version {
+        try await namedVersions([id])[0]
+    }
+
+    /// The versions `ids`, named by a caller (``log(from:limit:)``, ``commit(_:message:parents:)``,
+    /// ``merge(_:_:strategy:)``): as ``versions(_:)``, but an id of another kind of object (an
+    /// index node) is ``ArborError/Code/unknownVersion``, a wrong argument, not damage.
+    func namedVersions(_ ids: [Hash]) async throws -> [Version] {
         do {
-            return try await versions([id])[0]
+            return try await versions(ids)
         } catch let error as ArborError where error.code == .corruptObject {
-            // Named by the caller: the hash of another object is a wrong argument, not damage.
-            if let objects = try? await ObjectFetch.verified([id], from: backend), let wrongKind = Self.notAVersion(id, objects[id]) { throw wrongKind }
+            if let objects = try? await backend.get(ids) {
+                for id in ids {
+                    guard let bytes = objects[id], Hash.of(bytes) == id else { continue }
+                    if let wrongKind = Self.notAVersion(id, bytes) { throw wrongKind }
+                }
+            }
             throw error
         }
     }
