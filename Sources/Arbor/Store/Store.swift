@@ -241,7 +241,8 @@ public final class Store: Sendable {
     /// `HEAD` (the newest head), optionally followed by `~N` (`~` alone is `~1`): the version
     /// `N` first parents back, as in Git.
     ///
-    /// - Complexity: a prefix walks the history reachable from the heads.
+    /// - Complexity: a prefix walks the history reachable from the heads, in memory for one batch
+    ///   of versions.
     public func resolve(_ text: String) async throws -> Version {
         if let tilde = text.firstIndex(of: "~") {
             let countText = text[text.index(after: tilde)...]
@@ -276,7 +277,12 @@ public final class Store: Sendable {
         guard prefix.count >= 4, prefix.count < 64, prefix.allSatisfy(\.isHexDigit) else {
             throw ArborError(.unknownVersion, "\(String(reflecting: String(trimmed.prefix(80)))) is not a version: give a hash, a prefix of at least 4 hex digits, or HEAD")
         }
-        let matches = try await log().filter { $0.id.hex.hasPrefix(prefix) }
+        // The history streamed, keeping only matches: a store of millions of versions is not
+        // held whole to find one (six are enough to say a prefix is ambiguous).
+        var matches = [Version]()
+        try await log(batchSize: 4_096) { batch in
+            for version in batch where matches.count < 6 && version.id.hex.hasPrefix(prefix) { matches.append(version) }
+        }
         switch matches.count {
         case 1: return matches[0]
         case 0: throw ArborError(.unknownVersion, "no version starts with \(prefix)")
