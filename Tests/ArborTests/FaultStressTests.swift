@@ -999,3 +999,38 @@ final class SwapThenFailBackend: ForwardingBackend {
         #expect(report.isIntact && report.versions == (latestOnly ? 1 : 3))
     }
 }
+
+/// A commit whose swap of the heads lands, but whose answer is lost to a cancellation, after
+/// another writer committed over it: it landed, and says so (its heads hold another's version
+/// that builds on it). It was reported failed, and a caller retrying would commit it twice.
+@Suite struct LostAnswerTests {
+    @Test func aCommitThatLandedAndWasBuiltOnBeforeItsAnswerIsNotReportedFailed() async throws {
+        let inner = MemoryBackend()
+        let backend = AnswerLosingBackend(inner)
+        let store = Store(backend: backend, configuration: .init(replica: "a"))
+        let other = Store(backend: inner, configuration: .init(replica: "b"))
+        try await store.save(Task(id: "first", title: "first", done: false))
+        backend.afterLanding = { try await other.save(Task(id: "over", title: "built on it", done: false)) }
+        let landed = try await store.save(Task(id: "lost", title: "answer lost", done: false))
+        let heads = try await store.heads()
+        #expect(heads.count == 1 && heads[0].parents == [landed.id])
+        #expect(try await store.log().count == 3)
+    }
+}
+
+/// Runs `afterLanding` once, after a swap of the heads lands, and then throws
+/// `CancellationError` in place of its answer.
+final class AnswerLosingBackend: ForwardingBackend {
+    let inner: any Backend
+    nonisolated(unsafe) var afterLanding: (() async throws -> Void)?
+    init(_ inner: any Backend) { self.inner = inner }
+    func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {
+        let swapped = try await inner.compareAndSwap(ref: name, expected: expected, new: new)
+        if swapped, name == RefName.heads, let hook = afterLanding {
+            afterLanding = nil
+            try await hook()
+            throw CancellationError()
+        }
+        return swapped
+    }
+}

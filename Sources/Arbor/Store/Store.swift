@@ -222,8 +222,17 @@ public final class Store: Sendable {
                 } else {
                     // Given up, or cancelled in flight (PostgreSQL's cancel request can reach the
                     // server after the statement committed): it landed if the heads, read outside
-                    // a cancelled task, hold `adding`.
-                    let landed = try? await Task.detached { [self] in try await headState().heads.contains(adding) }.value
+                    // a cancelled task, hold `adding`, or build on it (another writer committed
+                    // over it, or merged it, since it landed: none could have, had it not).
+                    let landed = try? await Task.detached { [self] in
+                        let heads = try await headState().heads
+                        if heads.contains(adding) { return true }
+                        let addedAt = try await versions([adding])[0].time
+                        let newer = Set(try await versions(heads).filter { $0.time > addedAt }.map(\.id))
+                        var reader = HistoryReader(backend)
+                        var commits = [Hash: ObjectLinks]()
+                        return try await !Transfer.ancestors(among: [adding], of: newer, reader: &reader, commits: &commits).isEmpty
+                    }.value
                     if landed == true { return }
                     throw error
                 }
