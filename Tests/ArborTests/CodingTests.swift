@@ -204,6 +204,9 @@ import Testing
         // Nor a sibling encoded before it, in the array whose encoding failed.
         let siblings = try RecordEncoder.records(of: Forgiving(id: "f", list: [Priced(id: "ok", price: 1), Priced(id: "p", price: .nan)]))
         #expect(siblings.map(\.key.description) == ["Forgiving/f"])
+        // Nor a child of a plain value whose other field failed after it.
+        let lines = try RecordEncoder.records(of: Forgiving(id: "f", lines: [Line(item: Priced(id: "ok", price: 1), price: .nan)]))
+        #expect(lines.map(\.key.description) == ["Forgiving/f"])
     }
 
     /// Strings in canonical bytes must be valid UTF-8: every malformed sequence is refused, and
@@ -916,11 +919,19 @@ private struct Forgiving: Storable {
     var id: String
     var priced: Priced?
     var list: [Priced] = []
-    enum CodingKeys: String, CodingKey { case id, priced, list }
+    var lines: [Line] = []
+    enum CodingKeys: String, CodingKey { case id, priced, list, lines }
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
         try? container.encode(priced, forKey: .priced)
         try? container.encode(list, forKey: .list)
+        try? container.encode(lines, forKey: .lines)
     }
+}
+
+/// A plain value holding a child, and a field encoded after it.
+private struct Line: Codable {
+    var item: Priced
+    var price: Decimal
 }

@@ -306,6 +306,22 @@ import Testing
         #expect(try await store.values(Task.self, at: Hash.of(stray)).count == 400)
     }
 
+    /// The same with the object written during the sweep one the sweep had removed: a writer
+    /// found the orphan's root missing and wrote it again, took the nodes below it to be there
+    /// (they were, then), and failed; the sweep then removed those. Listed before, the root is
+    /// written during the collection all the same, and what it names goes back.
+    @Test func aRemovedObjectWrittenAgainDuringTheSweepKeepsWhatItNames() async throws {
+        let inner = MemoryBackend()
+        let (orphan, backend, store) = try await storeWithOrphan(inner, count: 400, atDelete: 3)
+        let rootBytes = try #require(try await inner.get([orphan.root])[orphan.root])
+        backend.onDelete = { try await inner.put([(orphan.root, rootBytes)]) }
+        _ = try await store.collectGarbage(gracePeriod: .milliseconds(20), progress: nil, sweepBatch: 1)
+        let revived = try await revive(orphan, on: inner, through: store)
+        let after = try await store.verify()
+        #expect(after.isIntact, "\(after.damage.count) damaged, first: \(after.damage.first.map { "\($0)" } ?? "none")")
+        #expect(try await store.values(Task.self, at: revived).count == 400)
+    }
+
     /// A delete that removes its batch and then fails (a connection dropped after the server
     /// committed) still has what it removed checked a grace period later: a commit that landed on
     /// it meanwhile gets it written back, though the collection then stops with the error.

@@ -347,6 +347,47 @@ import Testing
         }
     }
 
+    /// Maps merge by name also against an absent ancestor (a record made on both replicas), and
+    /// where one side removed every name the ancestor had and the other added one; where each
+    /// side holds one new name (an enum's case, or a dictionary of one entry) they conflict.
+    @Test func mapsMergeAgainstAnAbsentOrEmptiedAncestor() async throws {
+        try await withStore(.memory) { store in
+            func log(_ entries: [String: Int64]) -> Record {
+                Record(type: "Log", id: "l", properties: ["entries": .map(entries.mapValues { .int($0) })])
+            }
+            let empty = try await store.change(on: nil) { try $0.save(Record(type: "Other", id: "o", properties: [:])) }
+            let a = try await store.change(on: empty, "ours") { try $0.save(log(["a": 1, "x": 0])) }
+            let b = try await store.change(on: empty, "theirs") { try $0.save(log(["b": 2, "x": 0])) }
+            let (both, _) = try merged(try await store.merge(a.id, b.id, strategy: .manual))
+            #expect(try await store.record(RecordKey(type: "Log", id: "l"), at: both.id) == log(["a": 1, "b": 2, "x": 0]))
+
+            let root = try await store.change(on: nil) { try $0.save(log(["alice": 1])) }
+            let removed = try await store.change(on: root, "ours") { try $0.save(log([:])) }
+            let added = try await store.change(on: root, "theirs") { try $0.save(log(["alice": 1, "carol": 3])) }
+            let (carol, _) = try merged(try await store.merge(removed.id, added.id, strategy: .manual))
+            #expect(try await store.record(RecordKey(type: "Log", id: "l"), at: carol.id) == log(["carol": 3]))
+
+            let c = try await store.change(on: empty, "ours") { try $0.save(log(["a": 1])) }
+            let d = try await store.change(on: empty, "theirs") { try $0.save(log(["b": 2])) }
+            guard case .conflicts = try await store.merge(c.id, d.id, strategy: .manual) else { Issue.record("two new single names merged"); return }
+        }
+    }
+
+    /// Under a configured manual strategy, a note's type overridden to theirs: a task deleted on
+    /// one side whose note the other edited stops the merge on the task, which has no override,
+    /// rather than follow its note's override.
+    @Test func aHolderWithoutAnOverrideStopsAConfiguredManualMerge() async throws {
+        var resolvers = MergeResolvers()
+        resolvers.register(Note.self, strategy: .theirs)
+        try await withStore(.memory, strategy: .manual, resolvers: resolvers) { store in
+            let (_, a, b) = try await fork(store, base: Task(id: "t", title: "base", done: false, notes: [Note(id: "n1", text: "old")]),
+                ours: { try $0.delete(Task.self, id: "t") },
+                theirs: { try $0.save(Task(id: "t", title: "base", done: false, notes: [Note(id: "n1", text: "edited")])) })
+            guard case .conflicts(let conflicts) = try await store.merge(a.id, b.id) else { Issue.record("the task was settled"); return }
+            #expect(conflicts.map(\.key.description) == ["Task/t"])
+        }
+    }
+
     /// An enum is stored as a map of its one case: both sides changing the case is a conflict,
     /// not a merge of two cases into one map, which no decoder reads ("expected one key").
     @Test func anEnumChangedToTwoCasesIsAConflict() async throws {

@@ -45,7 +45,8 @@ final class EncodingContext {
     /// The records of the tree, the root first, each with its properties as written.
     var records = [(key: RecordKey, properties: PropertyList)]()
     private var seen = Set<RecordKey>()
-    /// Whether a record's encoding failed and was swallowed by a value's own `encode(to:)`.
+    /// Whether a value's encoding failed (it may have been swallowed by a value's own
+    /// `encode(to:)`, leaving records held by nothing).
     private var abandonedRecords = false
     /// The depth, as ``RecordDecoder`` counts it, of the record being encoded.
     private var recordDepth = 0
@@ -124,11 +125,18 @@ final class EncodingContext {
 
     /// Encodes one value, recognising the kinds records store natively.
     func encodeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws -> PropertyValue {
-        try checkDepth(codingPath)
-        if let special = try specialKind(value, codingPath: codingPath) { return special }
-        let encoder = PropertyEncoder(context: self, codingPath: codingPath)
-        try value.encode(to: encoder)
-        return encoder.storage.resolved()
+        do {
+            try checkDepth(codingPath)
+            if let special = try specialKind(value, codingPath: codingPath) { return special }
+            let encoder = PropertyEncoder(context: self, codingPath: codingPath)
+            try value.encode(to: encoder)
+            return encoder.storage.resolved()
+        } catch {
+            // A value's own `encode(to:)` may swallow this (`try?`), leaving records encoded
+            // within it (a child beside the failed field) held by no property.
+            abandonedRecords = true
+            throw error
+        }
     }
 
     /// The canonical decoder refuses values nested 64 levels deep or more (a property's value at

@@ -282,15 +282,18 @@ final class Transfer {
     /// first) replaced in its parents' trees, as a commit there would have
     /// (``ReplacedNodeRestater``): a store that keeps deltas keeps them however its versions
     /// arrived. Every tree involved must be in the target; `roots` gives the parents' roots, and
-    /// gets those it lacked, read from the source. Adds to ``restatements``.
+    /// gets those it lacked, read from the target. Adds to ``restatements``.
     ///
     /// Run before the versions' commits are written: a rerun of a transfer stopped meanwhile
     /// copies those versions again, finds their trees there, and restates them.
     ///
     /// - Complexity: a request for the parents' commits, and the restater's work per parent.
     func restateReplacedNodes(of versions: [ObjectLinks], roots: inout [Hash: Hash]) async throws {
+        // Parents outside the chunk, whose roots are known, are in the target whole by now
+        // (earlier chunks', or where the histories meet): read from it (``fetchHeld(_:)``),
+        // as the source's copy of one may be damaged.
         let unknown = Set(versions.flatMap(\.parents)).filter { roots[$0] == nil }
-        for (hash, bytes) in try await fetch(Array(unknown)) {
+        for (hash, bytes) in try await fetchHeld(Array(unknown)) {
             roots[hash] = try links(of: hash, bytes, expecting: .commit).root ?? Store.emptyRoot.hash
         }
         let restater = ReplacedNodeRestater(backend: target)

@@ -371,16 +371,18 @@ extension Store {
     }
 
     /// Writes back every removed object named by an object that is present now, that nothing
-    /// reaches, and that the collection did not list (it was written during the collection),
-    /// with the removed objects below it, children first. Returns how many, and their bytes.
+    /// reaches, and that was written during the collection (it was not listed, or was removed
+    /// and written again), with the removed objects below it, children first. Returns how many, and their bytes.
     ///
     /// - Complexity: one listing of the store's hashes, and a read of each such object.
     private func writeBackNamedByStrays(
         reached: Set<Hash>, listed: Set<Hash>, removed: inout [Hash: [UInt8]]
     ) async throws -> (objects: Int, bytes: Int) {
         var strays = [Hash]()
-        try await backend.enumerateHashes(batchSize: Transfer.requestSize) { batch in
-            strays += batch.filter { !reached.contains($0) && !listed.contains($0) }
+        // Also one the sweep removed and a writer wrote again (it found it missing and what it
+        // names present): listed, but present now only as that writer's.
+        try await backend.enumerateHashes(batchSize: Transfer.requestSize) { [removed] batch in
+            strays += batch.filter { !reached.contains($0) && (!listed.contains($0) || removed[$0] != nil) }
         }
         var pending = [Hash]()
         for chunk in strays.chunks(of: Transfer.requestSize) {

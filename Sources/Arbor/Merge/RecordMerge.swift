@@ -90,16 +90,23 @@ struct RecordMerge {
     /// properties do: one side's `address.street` and the other's `address.city` both survive,
     /// and so do entries each side added under its own name. `nil` (the property is then a
     /// conflict whole, as before) where:
-    /// - a value is not a map, or the ancestor had none (two values set afresh);
-    /// - a side kept none of the ancestor's names (where it had some): it replaced the value (an
-    ///   enum, stored as a map of its one case, that changed case), and two replacements merged
-    ///   would hold two;
+    /// - a value is not a map (an absent ancestor merges as an empty one);
+    /// - each side holds one name, new and different: an enum, stored as a map of its one case,
+    ///   changed to a different case on each side (merged, it would hold two; a dictionary of
+    ///   one entry added on each side is taken for one, too);
     /// - a name conflicts;
     /// - a side moved a child from one name to another: ownership settles moves per record and
     ///   property, and would not see one within the map.
     static func mergeMaps(base: PropertyValue?, ours: PropertyValue?, theirs: PropertyValue?) -> PropertyValue? {
-        guard case .map(let b)? = base, case .map(let o)? = ours, case .map(let t)? = theirs,
-              b.isEmpty || (o.keys.contains { b[$0] != nil } && t.keys.contains { b[$0] != nil }) else { return nil }
+        guard case .map(let o)? = ours, case .map(let t)? = theirs else { return nil }
+        let b: [String: PropertyValue]
+        switch base {
+        case .map(let values)?: b = values
+        case nil: b = [:]
+        default: return nil
+        }
+        // An enum's shape: each side holds one name, new and different.
+        if o.count == 1, t.count == 1, let x = o.keys.first, let y = t.keys.first, b[x] == nil, b[y] == nil, !utf8Equal(x, y) { return nil }
         // The name each child is held under.
         func names(_ map: [String: PropertyValue]) -> [RecordKey: String] {
             var names = [RecordKey: String]()

@@ -220,6 +220,13 @@ extension Store {
         // Where a contested child goes is the merge's to say, not a type's: a configured manual
         // stops there too.
         if strategy == .manual { manual += contested }
+        // A holder deleted above records the other side changed goes as they go, unless its type
+        // (or the configured strategy) says manual: then the merge stops at it too.
+        for key in changedBelow.keys.sorted() {
+            var effective = strategy
+            if case .strategy(let override)? = configuration.mergeResolvers.rule(for: key.type) { effective = override }
+            if effective == .manual { manual += holderConflicts.filter { $0.key == key } }
+        }
         if !manual.isEmpty { return .conflicts(Set(manual).sorted(by: MergeConflict.canonicalOrder)) }
         if !recent.isEmpty {
             // Each conflict goes to the side that made its change last: a property's change, or
