@@ -34,6 +34,37 @@ import Testing
         return writer
     }
 
+    /// An exchange into a store that keeps deltas, of a merge whose other parent is the target's
+    /// head, damaged in the source: the roots of the parents it restates against are read from
+    /// the target, which holds them. It read that parent from the source, and failed there.
+    @Test func aMergeOverADamagedHeadOfTheTargetIsExchangedIntoAStoreKeepingDeltas() async throws {
+        try await withPath { path in
+            let inner = MemoryBackend()
+            let writer = Store(backend: inner, configuration: .init(replica: "s"))
+            var versions = [Version]()
+            for index in 0..<6 { versions.append(try await writer.save(Task(id: "t\(index)", title: "v\(index)", done: false))) }
+            let target = Store(backend: try LMDBBackend.create(.init(path: path, synchronous: false, restatesReplacedNodes: true)))
+            try await writer.exchange(to: target)
+            let head = versions[5]
+            // A branch off the version before, whose merge with the head names it first.
+            var branch: Version?
+            for attempt in 0..<64 where branch == nil {
+                var changes = ChangeSet()
+                try changes.save(Task(id: "branch", title: "attempt \(attempt)", done: false))
+                let candidate = try await writer.commit(changes, parents: [versions[4].id])
+                if candidate.id < head.id { branch = candidate }
+            }
+            let branchID = try #require(branch).id
+            let merged = try #require(try await writer.merge(branchID, head.id, strategy: .mostRecent).version)
+            #expect(merged.parents.first == branch?.id)
+            let source = Store(backend: DamagingBackend(inner, damaging: head.id, by: .flippedByte), configuration: .init(replica: "s"))
+            try await source.exchange(to: target)
+            #expect(try await target.heads().map(\.id).contains(merged.id))
+            #expect(try await target.verify().isIntact)
+            try await target.close()
+        }
+    }
+
     /// The history check (``DeltaHistoryCheck``): every version reads as it does on memory.
     @Test func aHistoryKeptAsDeltasReadsAsTheWholeOneDoes() async throws {
         try await withPath { path in
