@@ -35,7 +35,9 @@ find_bindir() {
 
 # Runs a command as the cluster's owner: `postgres` when we are root, ourselves otherwise.
 as_owner() {
-  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  # From /: PostgreSQL 15's programs find their own path by changing into their folder and
+  # back, which fails where the owner cannot enter the current folder (a clone under /root).
+  if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 # The start time of a process (field 22 of /proc/PID/stat), to tell a live owner from a reused PID.

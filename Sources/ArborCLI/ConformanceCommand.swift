@@ -1,6 +1,7 @@
 import Arbor
 import ArborConformance
 import ArgumentParser
+import Foundation
 
 /// `arbor conformance URL [URL …] [--only CASE …] [--json]`: runs the conformance suite on
 /// scratch stores.
@@ -69,6 +70,7 @@ public struct ConformanceCommand: AsyncParsableCommand {
     private func runSuites(_ output: inout some TextOutputStream) async throws -> Bool {
         let (suiteCases, matrixCases) = try selection()
         let stores = try urls.map { ScratchStore(location: try StoreLocation(parsing: $0)) }
+        try Self.refuseSharedStores(stores.map(\.location))
         for store in stores { try await store.prepare() }
         var reports = [ConformanceReport]()
         if let suiteCases {
@@ -85,6 +87,26 @@ public struct ConformanceCommand: AsyncParsableCommand {
             : redacted((reports.map { $0.table() } + (pairs.isEmpty ? [] : [Rendering.matrix(pairs, stores: stores.map(\.location.redacted))])).joined(separator: "\n\n"))
         print(text, to: &output)
         return (reports + pairs).allSatisfy(\.succeeded)
+    }
+
+    /// Refuses two locations that name one store (one file or folder, under any scheme; one
+    /// PostgreSQL database as one role): the matrix would exchange a store with itself, and its
+    /// failures would be blamed on the adapter.
+    static func refuseSharedStores(_ locations: [StoreLocation]) throws {
+        var seen = [String: String]()
+        for location in locations {
+            let identity: String? = switch location {
+            case .memory: nil
+            case .json(let path), .sqlite(let path), .lmdb(let path):
+                "file " + URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+            case .postgres: location.redacted
+            }
+            guard let identity else { continue }
+            if let first = seen[identity] {
+                throw ArborError(.invalidInput, "\(first) and \(location.redacted) name one store: give each scratch store once")
+            }
+            seen[identity] = location.redacted
+        }
     }
 
     /// What `--only` selects: the suite's cases (`[]`: all; `nil`: none) and the matrix's (ids;

@@ -96,6 +96,21 @@ import Testing
         }
     }
 
+    /// One store given twice (one file under two spellings or schemes) is refused before
+    /// anything runs: the matrix would exchange it with itself and blame the adapter.
+    @Test func oneStoreGivenTwiceIsRefused() async throws {
+        try await withFolder { folder in
+            for second in ["sqlite:\(folder)/./s", "json:\(folder)/s"] {
+                await #expect {
+                    _ = try await conformance("sqlite:\(folder)/s", second, "--only", "matrix.exchange")
+                } throws: { error in
+                    (error as? ArborError)?.code == .invalidInput && (error as? ArborError)?.message.contains("name one store") == true
+                }
+            }
+            #expect(!FileManager.default.fileExists(atPath: "\(folder)/s"))
+        }
+    }
+
     @Test func runsTheMatrixAloneAsJSON() async throws {
         try await withFolder { folder in
             let (output, succeeded) = try await conformance("memory:", "json:\(folder)/j", "--only", "matrix.exchange", "--json")

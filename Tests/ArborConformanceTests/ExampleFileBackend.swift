@@ -138,7 +138,10 @@ final class ExampleFileBackend: Backend {
 
     func delete(_ hashes: [Hash]) async throws {
         try withOpenState("delete") { state, log in
-            let present = Set(hashes.filter { state.objects[$0] != nil })
+            // In the order given: a log cut short by a crash keeps a prefix of the deletes,
+            // and what names an object (given before it) goes before it.
+            var seen = Set<Hash>()
+            let present = hashes.filter { state.objects[$0] != nil && seen.insert($0).inserted }
             try Self.append(present.flatMap { Self.record(1, $0, []) }, to: log)
             for hash in present { state.objects[hash] = nil }
         }

@@ -33,11 +33,15 @@ final class ConformanceContext: Sendable {
             let step = context.currentStep
             failure = ConformanceFailure(message: step.isEmpty ? "the case" : step, expected: "no error", actual: ConformanceFailure.describe(error))
         }
-        await context.closeAll()
-        do { try await fresh.cleanup() } catch {
-            if failure == nil {
-                failure = ConformanceFailure(message: "cleaning up after the case", expected: "no error", actual: ConformanceFailure.describe(error))
-            }
+        // Out of the case's task: a cancelled one (a test's time limit, Ctrl-C) may have every
+        // call refused (PostgreSQL's are), and the store would be left full for the next run.
+        let cleanupError: (any Error)? = await Task {
+            await context.closeAll()
+            do { try await fresh.cleanup() } catch { return error }
+            return nil
+        }.value
+        if let cleanupError, failure == nil {
+            failure = ConformanceFailure(message: "cleaning up after the case", expected: "no error", actual: ConformanceFailure.describe(cleanupError))
         }
         if let failure { throw failure }
     }
