@@ -160,7 +160,9 @@ import Testing
         } throws: { error in
             (error as? ArborError)?.code == .io && "\(error)".contains("refs.lock")
         }
-        #expect(ContinuousClock.now - start < .seconds(20))
+        // Not the 300 ms itself: a loaded machine (the whole suite at once on two processors)
+        // can take seconds to run the wait; what matters is that it ends, not with the holder.
+        #expect(ContinuousClock.now - start < .seconds(120))
         #expect(try await backend.ref("heads") == nil)
         flock(descriptor, LOCK_UN)
         close(descriptor)
