@@ -71,7 +71,6 @@ final class EncodingContext {
             // began below it, must not stay in the tree, empty and held by nothing.
             for begun in records[index...] { seen.remove(begun.key) }
             records.removeSubrange(index...)
-            abandonedRecords = true
             throw error
         }
         // Records encoded before a sibling failed (an array of children whose last one threw,

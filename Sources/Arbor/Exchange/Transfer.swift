@@ -81,10 +81,15 @@ final class Transfer {
 
     /// Objects of the source, checked against their hashes.
     func fetch(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try await fetch(hashes, from: source)
+    }
+
+    /// `hashes` from `backend`, checked against their hashes, in requests of ``requestSize``.
+    private func fetch(_ hashes: [Hash], from backend: any Backend) async throws -> [Hash: [UInt8]] {
         var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
         for chunk in hashes.chunks(of: Transfer.requestSize) {
             try Task.checkCancellation()
-            result.merge(try await ObjectFetch.verified(chunk, from: source)) { first, _ in first }
+            result.merge(try await ObjectFetch.verified(chunk, from: backend)) { first, _ in first }
         }
         return result
     }
@@ -94,13 +99,8 @@ final class Transfer {
     /// version older than what the exchange brings, which it need not read but for its time
     /// and root), and the target's is the one its heads build on.
     func fetchHeld(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
-        for chunk in hashes.chunks(of: Transfer.requestSize) {
-            try Task.checkCancellation()
-            rounds += 1
-            result.merge(try await ObjectFetch.verified(chunk, from: target)) { first, _ in first }
-        }
-        return result
+        rounds += (hashes.count + Transfer.requestSize - 1) / Transfer.requestSize
+        return try await fetch(hashes, from: target)
     }
 
     // MARK: History

@@ -195,9 +195,8 @@ public final class Store: Sendable {
             var heads = Set(current)
             heads.subtract(removing)
             if let time, !heads.contains(adding) {
-                let newer = Set(try await versions(Array(heads.subtracting(settled))).filter { $0.time > time }.map(\.id))
-                let builtOn = try await Transfer.ancestors(among: [adding], of: newer, reader: &reader, commits: &commits)
-                if builtOn.isEmpty { heads.insert(adding) }
+                let builtOn = try await aHead(among: heads.subtracting(settled), newerThan: time, buildsOn: adding, reader: &reader, commits: &commits)
+                if !builtOn { heads.insert(adding) }
             } else {
                 heads.insert(adding)
             }
@@ -227,11 +226,9 @@ public final class Store: Sendable {
                     let landed = try? await Task.detached { [self] in
                         let heads = try await headState().heads
                         if heads.contains(adding) { return true }
-                        let addedAt = try await versions([adding])[0].time
-                        let newer = Set(try await versions(heads).filter { $0.time > addedAt }.map(\.id))
                         var reader = HistoryReader(backend)
                         var commits = [Hash: ObjectLinks]()
-                        return try await !Transfer.ancestors(among: [adding], of: newer, reader: &reader, commits: &commits).isEmpty
+                        return try await aHead(among: heads, newerThan: try await versions([adding])[0].time, buildsOn: adding, reader: &reader, commits: &commits)
                     }.value
                     if landed == true { return }
                     throw error
@@ -239,6 +236,16 @@ public final class Store: Sendable {
             }
             await contention.backOff()
         }
+    }
+
+    /// Whether a version of `heads` newer than `time` builds on `version`: only those can (a
+    /// version is newer than its parents).
+    private func aHead(
+        among heads: some Collection<Hash>, newerThan time: HybridTime, buildsOn version: Hash,
+        reader: inout HistoryReader, commits: inout [Hash: ObjectLinks]
+    ) async throws -> Bool {
+        let newer = Set(try await versions(Array(heads)).filter { $0.time > time }.map(\.id))
+        return try await !Transfer.ancestors(among: [version], of: newer, reader: &reader, commits: &commits).isEmpty
     }
 
     /// Whether `text` is `HEAD`, in any case and between spaces.
