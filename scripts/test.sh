@@ -22,6 +22,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Swift Testing starts every test case at once, and the Swift pool has a thread per processor:
+# on two processors, some 500 cases with child processes of their own queued a task that wakes
+# every 100 ms for 4 to 17 s at a time (a probe task writing the time, watched from outside), so
+# exchanges could not claim their target within their 25 s margin, and timed tests failed. At
+# most three cases per processor at once (Swift 6.3's testing library; earlier ones ignore it),
+# the same probe never waited 2 s, and the run took no longer. A value set by the caller wins.
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-$((3 * cores))}"
+
 fixture=$(bash scripts/postgres-fixture.sh start --owner $$)
 eval "$fixture"
 # In the background and waited for, so that a signal reaches the trap at once.

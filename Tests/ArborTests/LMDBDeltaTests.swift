@@ -43,15 +43,20 @@ import Testing
             let writer = Store(backend: inner, configuration: .init(replica: "s"))
             var versions = [Version]()
             for index in 0..<6 { versions.append(try await writer.save(Task(id: "t\(index)", title: "v\(index)", done: false))) }
+            // A head in the upper half of the hashes, so that each branch below is the lower of
+            // the two with even odds: a head near zero left all 64 branches above it.
+            while versions[versions.count - 1].id.hex.first! < "8" {
+                versions.append(try await writer.save(Task(id: "t\(versions.count)", title: "v\(versions.count)", done: false)))
+            }
             let target = Store(backend: try LMDBBackend.create(.init(path: path, synchronous: false, restatesReplacedNodes: true)))
             try await writer.exchange(to: target)
-            let head = versions[5]
+            let head = versions[versions.count - 1]
             // A branch off the version before, whose merge with the head names it first.
             var branch: Version?
             for attempt in 0..<64 where branch == nil {
                 var changes = ChangeSet()
                 try changes.save(Task(id: "branch", title: "attempt \(attempt)", done: false))
-                let candidate = try await writer.commit(changes, parents: [versions[4].id])
+                let candidate = try await writer.commit(changes, parents: [versions[versions.count - 2].id])
                 if candidate.id < head.id { branch = candidate }
             }
             let branchID = try #require(branch).id
