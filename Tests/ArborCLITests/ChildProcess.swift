@@ -71,6 +71,14 @@ enum ChildProcess {
         return (process, output)
     }
 
+    /// What `pipe` gives first (empty at its end), waited for on a dispatch queue rather than a
+    /// thread of the Swift pool.
+    static func firstOutput(of pipe: Pipe) async -> Data {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: pipe.fileHandleForReading.availableData) }
+        }
+    }
+
     /// Starts executable `name` with `arguments`, its output discarded, and returns at once.
     static func start(_ name: String, _ arguments: [String]) throws -> Process {
         let process = Process()

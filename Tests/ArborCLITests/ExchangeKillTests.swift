@@ -58,7 +58,8 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(10)), arguments: Engine.enabled, Engine.enabled)
+    // Limits that only guard a hang: in a loaded full run a pair takes minutes.
+    @Test(.timeLimit(.minutes(30)), arguments: Engine.enabled, Engine.enabled)
     func killedExchangeCompletesWhenRunAgain(from: Engine, to: Engine) async throws {
         try await Self.killExchanges(from: from, to: to, deltas: false)
     }
@@ -66,7 +67,7 @@ import Testing
     /// Into a store that keeps deltas (`--deltas`), which restates every few versions as their
     /// trees land: a rerun also restates what a killed run had not, and the target ends with
     /// the deltas an exchange that was never killed keeps.
-    @Test(.timeLimit(.minutes(10)), arguments: [(Engine.json, Engine.sqlite), (.sqlite, .lmdb)])
+    @Test(.timeLimit(.minutes(30)), arguments: [(Engine.json, Engine.sqlite), (.sqlite, .lmdb)])
     func killedExchangeIntoADeltaStoreCompletesWhenRunAgain(from: Engine, to: Engine) async throws {
         try await Self.killExchanges(from: from, to: to, deltas: true)
     }

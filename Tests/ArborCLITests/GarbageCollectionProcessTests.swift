@@ -6,6 +6,17 @@ import Testing
 /// `arbor gc` while other processes commit to the same store: no acknowledged commit is lost and
 /// the store verifies intact, on every engine several processes can share.
 @Suite struct GarbageCollectionProcessTests {
+    /// Whether process `pid` catches or ignores SIGINT (its `SigCgt` and `SigIgn` masks in
+    /// `/proc`, Linux): `arbor` does once it handles Ctrl-C itself. Elsewhere, `true`.
+    static func handlesInterrupts(_ pid: Int32) -> Bool {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return true }
+        let masks = status.split(separator: "\n").filter { $0.hasPrefix("SigCgt:") || $0.hasPrefix("SigIgn:") }.compactMap {
+            UInt64($0.drop { $0 != ":" }.dropFirst().trimmingCharacters(in: .whitespaces), radix: 16)
+        }
+        guard masks.count == 2 else { return true }
+        return (masks[0] | masks[1]) & (1 << (UInt64(SIGINT) - 1)) != 0
+    }
+
     /// A grace period whose milliseconds would not fit an Int64 is refused when parsed, not a crash.
     @Test func aGracePeriodTooLongIsRefused() throws {
         for grace in ["1e16", "inf", "nan", "-1"] {
@@ -35,15 +46,21 @@ import Testing
         let errors = Pipe()
         process.standardOutput = FileHandle.nullDevice
         process.standardError = errors
-        let started = ContinuousClock.now
         try process.run()
-        // Marking three versions takes milliseconds; then it waits its grace period.
-        try await _Concurrency.Task.sleep(for: .seconds(1.5))
+        // Interrupted once it handles Ctrl-C (before, SIGINT would end it outright: a start-up
+        // slower than a fixed pause, on a loaded machine), then a moment later: marking three
+        // versions takes milliseconds, then it waits its grace period.
+        let handling = ContinuousClock.now + .seconds(60)
+        while !Self.handlesInterrupts(process.processIdentifier), process.isRunning, ContinuousClock.now < handling {
+            try await _Concurrency.Task.sleep(for: .milliseconds(20))
+        }
+        try await _Concurrency.Task.sleep(for: .seconds(1))
+        let interrupted = ContinuousClock.now
         process.interrupt()
         let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 130, "\(said)")
-        #expect(started.duration(to: .now) < .seconds(30), "it waited out its grace period")
+        #expect(interrupted.duration(to: .now) < .seconds(30), "it waited out its grace period")
         #expect(said.contains("stopping") && said.contains("stopped safely"), "\(said)")
         // Nothing was removed: the unreachable objects are all still there.
         #expect(try await objects() == before)
@@ -65,10 +82,11 @@ import Testing
             group.addTask {
                 // Collections back to back while the writers run. The grace period must outlast a
                 // commit (from its first write to its heads moving); on this loaded test machine
-                // commits take up to some tenths of a second, so one second (the default is 60).
+                // commits take up to some tenths of a second, and a stall of the whole machine
+                // seconds, so five seconds (the default is 60).
                 var runs = [JSONValue]()
                 for _ in 0..<3 {
-                    runs.append(try json(try await ChildProcess.run("arbor", ["gc", url, "--grace", "1", "--json"], redacting: url)))
+                    runs.append(try json(try await ChildProcess.run("arbor", ["gc", url, "--grace", "5", "--json"], redacting: url)))
                 }
                 return ([], runs)
             }

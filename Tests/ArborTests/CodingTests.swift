@@ -209,6 +209,20 @@ import Testing
         #expect(lines.map(\.key.description) == ["Forgiving/f"])
     }
 
+    /// A child written over by a later write of its key (a custom `encode(to:)` writing a key
+    /// twice, the last write winning, as in Foundation's encoders) is not left in the tree, held
+    /// by nothing: nor where a nested container takes the key.
+    @Test func aChildWrittenOverIsNotLeftInTheTree() throws {
+        let replaced = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .value(Priced(id: "b", price: 2))))
+        #expect(replaced.map(\.key.description) == ["Rewriting/r", "Priced/b"])
+        #expect(replaced[0].properties["slot"] == .child(RecordKey(type: "Priced", id: "b")))
+        let nested = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .nestedContainer))
+        #expect(nested.map(\.key.description) == ["Rewriting/r"])
+        #expect(nested[0].properties["slot"] == .map(["note": .string("replaced")]))
+        let kept = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: nil))
+        #expect(kept.map(\.key.description) == ["Rewriting/r", "Priced/a"])
+    }
+
     /// Strings in canonical bytes must be valid UTF-8: every malformed sequence is refused, and
     /// valid text (a replacement character included) comes back byte for byte.
     @Test func canonicalStringsAreCheckedUTF8() throws {
@@ -927,6 +941,35 @@ private struct Forgiving: Storable {
         try? container.encode(priced, forKey: .priced)
         try? container.encode(list, forKey: .list)
         try? container.encode(lines, forKey: .lines)
+    }
+}
+
+/// A value whose `encode(to:)` writes its key `slot` twice: a child, then what `then` says.
+private struct Rewriting: Storable {
+    enum Then { case value(Priced), nestedContainer }
+    var id: String
+    var first: Priced
+    var then: Then?
+    enum CodingKeys: String, CodingKey { case id, slot }
+    enum NoteKeys: String, CodingKey { case note }
+    init(id: String, first: Priced, then: Then?) {
+        (self.id, self.first, self.then) = (id, first, then)
+    }
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(id: try container.decode(String.self, forKey: .id), first: try container.decode(Priced.self, forKey: .slot), then: nil)
+    }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(first, forKey: .slot)
+        switch then {
+        case .value(let second): try container.encode(second, forKey: .slot)
+        case .nestedContainer:
+            var nested = container.nestedContainer(keyedBy: NoteKeys.self, forKey: .slot)
+            try nested.encode("replaced", forKey: .note)
+        case nil: break
+        }
     }
 }
 

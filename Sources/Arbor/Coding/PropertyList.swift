@@ -30,10 +30,12 @@ struct PropertyList {
         return entries.firstIndex { $0.name == name }
     }
 
-    mutating func set(_ value: PropertyValue, forKey name: String) {
+    /// Sets `name` to `value`; returns whether it replaced a value `name` had.
+    @discardableResult
+    mutating func set(_ value: PropertyValue, forKey name: String) -> Bool {
         if let position = position(of: name) {
             entries[position].value = value
-            return
+            return true
         }
         // Room for a typical record's properties at once, rather than growing by doubling.
         entries.append((name, value))
@@ -42,12 +44,16 @@ struct PropertyList {
         } else if entries.count > Self.searchLimit {
             indexPositions()
         }
+        return false
     }
 
-    mutating func remove(_ name: String) {
-        guard let position = position(of: name) else { return }
+    /// Removes `name`; returns whether it had a value.
+    @discardableResult
+    mutating func remove(_ name: String) -> Bool {
+        guard let position = position(of: name) else { return false }
         entries.remove(at: position)
         if positions != nil { indexPositions() }
+        return true
     }
 
     private mutating func indexPositions() {

@@ -46,7 +46,8 @@ final class EncodingContext {
     var records = [(key: RecordKey, properties: PropertyList)]()
     private var seen = Set<RecordKey>()
     /// Whether a value's encoding failed (it may have been swallowed by a value's own
-    /// `encode(to:)`, leaving records held by nothing).
+    /// `encode(to:)`), or a value was written over (a custom `encode(to:)` writing one key
+    /// twice): either may leave records held by nothing.
     private var abandonedRecords = false
     /// The depth, as ``RecordDecoder`` counts it, of the record being encoded.
     private var recordDepth = 0
@@ -138,6 +139,10 @@ final class EncodingContext {
         }
     }
 
+    /// A container wrote over a value written before: a child record it held is held by nothing
+    /// now, and is dropped once the tree is whole.
+    func noteValueWrittenOver() { abandonedRecords = true }
+
     /// The canonical decoder refuses values nested 64 levels deep or more (a property's value at
     /// level 0, under a coding path of one key); refuse them here, before anything is written,
     /// rather than commit what cannot be read back. This also stops a value that encodes itself
@@ -225,24 +230,29 @@ final class EncodingSlot {
         return map
     }
 
-    func set(_ value: PropertyValue, forKey key: String) {
+    /// Sets `key` to `value`; returns whether that wrote over what `key` had.
+    @discardableResult
+    func set(_ value: PropertyValue, forKey key: String) -> Bool {
         switch value {
         case .array, .map: nests = true
         default: break
         }
         if map == nil { map = PropertyList() }
-        map!.set(value, forKey: key)
-        if !nestedSlots.isEmpty { nestedSlots[key] = nil }
+        let replacedValue = map!.set(value, forKey: key)
+        let replacedSlot = !nestedSlots.isEmpty && nestedSlots.removeValue(forKey: key) != nil
+        return replacedValue || replacedSlot
     }
 
-    func nestedSlot(forKey key: String) -> EncodingSlot {
+    /// The slot of a container nested at `key` (the one already there, if any), and whether
+    /// making it wrote over a value `key` had.
+    func nestedSlot(forKey key: String) -> (slot: EncodingSlot, replaced: Bool) {
         nests = true
         if map == nil { map = PropertyList() }
-        if let existing = nestedSlots[key] { return existing }
-        map!.remove(key)
+        if let existing = nestedSlots[key] { return (existing, false) }
+        let replaced = map!.remove(key)
         let slot = EncodingSlot()
         nestedSlots[key] = slot
-        return slot
+        return (slot, replaced)
     }
 
     func append(_ value: PropertyValue) {
@@ -306,7 +316,15 @@ struct KeyedPropertyContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let encoder: PropertyEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    private func set(_ value: PropertyValue, _ key: Key) { encoder.storage.set(value, forKey: key.stringValue) }
+    private func set(_ value: PropertyValue, _ key: Key) {
+        if encoder.storage.set(value, forKey: key.stringValue) { encoder.context.noteValueWrittenOver() }
+    }
+
+    private func nestedSlot(_ name: String) -> EncodingSlot {
+        let (slot, replaced) = encoder.storage.nestedSlot(forKey: name)
+        if replaced { encoder.context.noteValueWrittenOver() }
+        return slot
+    }
 
     mutating func encodeNil(forKey key: Key) throws { set(.null, key) }
     mutating func encode(_ value: Bool, forKey key: Key) throws { set(.bool(value), key) }
@@ -328,23 +346,23 @@ struct KeyedPropertyContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        let slot = encoder.storage.nestedSlot(forKey: key.stringValue)
+        let slot = nestedSlot(key.stringValue)
         return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: slot).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        let slot = encoder.storage.nestedSlot(forKey: key.stringValue)
+        let slot = nestedSlot(key.stringValue)
         return PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: slot).unkeyedContainer()
     }
 
     // The path gains the level the decoder's superDecoder() adds, so a tree of records nested
     // through super encoders is measured as deep as it is read.
     mutating func superEncoder() -> any Encoder {
-        PropertyEncoder(context: encoder.context, codingPath: codingPath + [IndexCodingKey(stringValue: "super")], storage: encoder.storage.nestedSlot(forKey: "super"))
+        PropertyEncoder(context: encoder.context, codingPath: codingPath + [IndexCodingKey(stringValue: "super")], storage: nestedSlot("super"))
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: encoder.storage.nestedSlot(forKey: key.stringValue))
+        PropertyEncoder(context: encoder.context, codingPath: codingPath + [key], storage: nestedSlot(key.stringValue))
     }
 }
 
@@ -401,7 +419,10 @@ struct SinglePropertyContainer: SingleValueEncodingContainer {
     let encoder: PropertyEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    private func set(_ value: PropertyValue) { encoder.storage.value = value }
+    private func set(_ value: PropertyValue) {
+        if encoder.storage.value != nil { encoder.context.noteValueWrittenOver() }
+        encoder.storage.value = value
+    }
 
     mutating func encodeNil() throws { set(.null) }
     mutating func encode(_ value: Bool) throws { set(.bool(value)) }
