@@ -28,7 +28,8 @@ trap 'exit 143' TERM
 # exchanges could not claim their target within their 25 s margin, and timed tests failed. At
 # most three cases per processor at once (Swift 6.3's testing library; earlier ones ignore it),
 # the same probe never waited 2 s, and the run took no longer. A value set by the caller wins.
-cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+cores=$(nproc 2>/dev/null || true)
+case "$cores" in ''|*[!0-9]*|0) cores=2 ;; esac
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-$((3 * cores))}"
 
 fixture=$(bash scripts/postgres-fixture.sh start --owner $$)

@@ -5,7 +5,7 @@ import Foundation
 
 /// `arbor conformance URL [URL …] [--only CASE …] [--json]`: runs the conformance suite on
 /// scratch stores.
-public struct ConformanceCommand: AsyncParsableCommand {
+public struct ConformanceCommand: AsyncParsableCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "conformance",
         abstract: "Run the adapter conformance suite on scratch stores.",
@@ -18,7 +18,8 @@ public struct ConformanceCommand: AsyncParsableCommand {
             "pairs": [STORE]}, each STORE {"url" (for a pair "SOURCE → TARGET"), "capabilities", "passed", \
             "failed", "notApplicable", "milliseconds", "cases": [{"id", "result": "passed" | "failed" | \
             "notApplicable", "milliseconds", "message", "expected", "actual", "reason"}]}, absent members left \
-            out. Exits with 1 when a case failed.
+            out. Exits with 1 when a case failed. Ctrl-C stops the run once the case running has ended and \
+            wiped its stores (status 130, no report); a second Ctrl-C stops it at once.
             """)
 
     @Argument(help: ArgumentHelp(
@@ -39,19 +40,34 @@ public struct ConformanceCommand: AsyncParsableCommand {
         if urls.isEmpty { throw ValidationError("give at least one store URL") }
     }
 
+    static let stoppingMessage: StaticString = "\nstopping: the case running ends and its scratch stores are wiped; Ctrl-C again to stop at once (a scratch store may then hold that case's data, and be refused by the next run)\n"
+    static let stoppedAtOnceMessage: StaticString = "\ninterrupted: a scratch store may hold the data of the case that was running; empty it, or give a new one, before the next run\n"
+
     public func run() async throws {
-        var output = StandardStream.output()
-        defer { output.flush() }
-        let succeeded: Bool
-        do {
-            succeeded = try await execute(&output)
-        } catch {
+        // In a task of its own, so that Ctrl-C can cancel it: the case running ends, its stores
+        // are wiped (the suite's cleanup runs outside the cancelled task), and nothing more runs.
+        let work = Task { () async throws -> (succeeded: Bool, text: String) in
+            var text = ""
+            let succeeded = try await execute(&text)
+            return (succeeded, text)
+        }
+        let watch = Interruption.cancelOnInterrupt(work, saying: Self.stoppingMessage, thenSaying: Self.stoppedAtOnceMessage)
+        defer { watch.cancel() }
+        let outcome = await work.result
+        var errors = StandardStream.error
+        switch outcome {
+        case .success(let (succeeded, text)):
+            let output = StandardStream.output()
+            output.write(text)
             output.flush()
-            var errors = StandardStream.error
+            if !succeeded { throw ExitCode.failure }
+        case .failure where work.isCancelled:
+            print("interrupted: the scratch stores were left empty; no report, since not every case ran", to: &errors)
+            throw ExitCode(130)
+        case .failure(let error):
             print("error: \((error as? ArborError)?.description ?? String(describing: error))", to: &errors)
             throw ExitCode.failure
         }
-        if !succeeded { throw ExitCode.failure }
     }
 
     /// Runs the suite on every store, writes the tables (or the JSON document) to `output` and

@@ -12,7 +12,7 @@ import Synchronization
 private let transferMessage: StaticString = "\ninterrupted: nothing is half-applied (refs change last; an exchange's claim on its target lapses within three minutes); run the same command again to finish.\n"
 private let verifyingMessage: StaticString = "\ninterrupted while verifying: the copy is complete and its heads are set; run the same command again (it verifies, copying nothing) or arbor verify on the target.\n"
 private let scratchRemovedMessage: StaticString = "\ninterrupted: the temporary stores were removed.\n"
-private let collectionMessage: StaticString = "\ninterrupted: what was removed stays removed, and what remains is whole; if another process committed meanwhile, run arbor verify on the store. Run arbor gc again to finish.\n"
+let collectionMessage: StaticString = "\ninterrupted: what was removed stays removed, and what remains is whole; if another process committed meanwhile, run arbor verify on the store. Run arbor gc again to finish.\n"
 
 /// Whether a Ctrl-C handler that ends the process itself is at work (``Interruption/removeOnInterrupt(_:)``).
 private let handlingInterrupt = Atomic<Bool>(false)
@@ -64,14 +64,16 @@ enum Interruption {
     /// Makes the first SIGINT print `first` and cancel `task` (a garbage collection), which then
     /// stops where it is safe to; a second SIGINT prints what an interrupted collection leaves
     /// behind and exits with status 130 at once. Until the returned source is cancelled.
-    static func cancelOnInterrupt(_ task: Task<Void, any Error>, saying first: StaticString) -> any DispatchSourceSignal {
+    static func cancelOnInterrupt<Success>(
+        _ task: Task<Success, any Error>, saying first: StaticString, thenSaying second: StaticString = collectionMessage
+    ) -> any DispatchSourceSignal {
         let interrupts = Atomic<Int>(0)
         return onInterrupt {
             if interrupts.add(1, ordering: .sequentiallyConsistent).newValue == 1 {
                 _ = write(STDERR_FILENO, first.utf8Start, first.utf8CodeUnitCount)
                 task.cancel()
             } else {
-                _ = write(STDERR_FILENO, collectionMessage.utf8Start, collectionMessage.utf8CodeUnitCount)
+                _ = write(STDERR_FILENO, second.utf8Start, second.utf8CodeUnitCount)
                 _exit(130)
             }
         }

@@ -79,6 +79,31 @@ enum ChildProcess {
         }
     }
 
+    /// Sends SIGINT to `process` a second after it catches SIGINT (or a minute, whichever comes
+    /// first; at once if it ends): before, SIGINT would end it outright, and on a loaded machine
+    /// its start-up can outlast any fixed pause. Returns when it was sent.
+    static func interruptOnceHandled(_ process: Process) async throws -> ContinuousClock.Instant {
+        let handling = ContinuousClock.now + .seconds(60)
+        while !catchesInterrupts(process.processIdentifier), process.isRunning, ContinuousClock.now < handling {
+            try await _Concurrency.Task.sleep(for: .milliseconds(20))
+        }
+        try await _Concurrency.Task.sleep(for: .seconds(1))
+        let sent = ContinuousClock.now
+        process.interrupt()
+        return sent
+    }
+
+    /// Whether process `pid` catches SIGINT (its `SigCgt` mask in `/proc`, Linux): `arbor` does
+    /// once its handler is in place (ignoring it, `SigIgn`, comes just before, when a SIGINT
+    /// would be lost). Elsewhere, `true`.
+    private static func catchesInterrupts(_ pid: Int32) -> Bool {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+              let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return true }
+        return mask & (1 << (UInt64(SIGINT) - 1)) != 0
+    }
+
     /// Starts executable `name` with `arguments`, its output discarded, and returns at once.
     static func start(_ name: String, _ arguments: [String]) throws -> Process {
         let process = Process()

@@ -79,6 +79,34 @@ import Testing
         }
     }
 
+    /// Ctrl-C stops a run: the case running ends and its scratch stores are wiped, no report is
+    /// printed, the status is 130, and the stores are accepted as empty by the next run.
+    @Test func ctrlCStopsTheRunAndLeavesTheStoresEmpty() async throws {
+        try await withFolder { folder in
+            let urls = ["sqlite:\(folder)/a", "json:\(folder)/b"]
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try ChildProcess.executable("arbor"))
+            process.arguments = ["conformance"] + urls
+            let (output, errors) = (Pipe(), Pipe())
+            process.standardOutput = output
+            process.standardError = errors
+            try process.run()
+            // A moment into the run (the whole takes tens of seconds).
+            _ = try await ChildProcess.interruptOnceHandled(process)
+            let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 130, "\(said)")
+            #expect(said.contains("stopping:") && said.contains("interrupted: the scratch stores were left empty"), "\(said)")
+            #expect(printed.isEmpty, "\(printed)")
+            for url in urls {
+                let left = try await contents(url)
+                #expect(left.objects == 0 && left.refs == 0, "\(url): \(left)")
+            }
+            #expect(try await conformance(urls + ["--only", "contract.delete"]).succeeded)
+        }
+    }
+
     @Test func printsJSONForSelectedCases() async throws {
         try await withFolder { folder in
             let (output, succeeded) = try await conformance("sqlite:\(folder)/store.sqlite", "--only", "contract.refs-racing", "merge", "--json")

@@ -6,17 +6,6 @@ import Testing
 /// `arbor gc` while other processes commit to the same store: no acknowledged commit is lost and
 /// the store verifies intact, on every engine several processes can share.
 @Suite struct GarbageCollectionProcessTests {
-    /// Whether process `pid` catches or ignores SIGINT (its `SigCgt` and `SigIgn` masks in
-    /// `/proc`, Linux): `arbor` does once it handles Ctrl-C itself. Elsewhere, `true`.
-    static func handlesInterrupts(_ pid: Int32) -> Bool {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return true }
-        let masks = status.split(separator: "\n").filter { $0.hasPrefix("SigCgt:") || $0.hasPrefix("SigIgn:") }.compactMap {
-            UInt64($0.drop { $0 != ":" }.dropFirst().trimmingCharacters(in: .whitespaces), radix: 16)
-        }
-        guard masks.count == 2 else { return true }
-        return (masks[0] | masks[1]) & (1 << (UInt64(SIGINT) - 1)) != 0
-    }
-
     /// A grace period whose milliseconds would not fit an Int64 is refused when parsed, not a crash.
     @Test func aGracePeriodTooLongIsRefused() throws {
         for grace in ["1e16", "inf", "nan", "-1"] {
@@ -47,16 +36,8 @@ import Testing
         process.standardOutput = FileHandle.nullDevice
         process.standardError = errors
         try process.run()
-        // Interrupted once it handles Ctrl-C (before, SIGINT would end it outright: a start-up
-        // slower than a fixed pause, on a loaded machine), then a moment later: marking three
-        // versions takes milliseconds, then it waits its grace period.
-        let handling = ContinuousClock.now + .seconds(60)
-        while !Self.handlesInterrupts(process.processIdentifier), process.isRunning, ContinuousClock.now < handling {
-            try await _Concurrency.Task.sleep(for: .milliseconds(20))
-        }
-        try await _Concurrency.Task.sleep(for: .seconds(1))
-        let interrupted = ContinuousClock.now
-        process.interrupt()
+        // Marking three versions takes milliseconds, then it waits its grace period.
+        let interrupted = try await ChildProcess.interruptOnceHandled(process)
         let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 130, "\(said)")

@@ -1,6 +1,7 @@
 import Arbor
 import ArborConformance
 import Foundation
+import Synchronization
 import Testing
 
 /// Serialized: the runs block threads of the shared pool for seconds (64 MB objects, blocking engines), and
@@ -43,6 +44,34 @@ import Testing
         #expect(reports.map(\.adapter) == ["memory → faulty(corruptsBytes)", "faulty(corruptsBytes) → memory"])
         #expect(reports.allSatisfy { Set($0.failedCaseIDs) == Set(ConformancePairCase.all.map(\.id)) }, "\(reports.map(\.failedCaseIDs))")
         await #expect(throws: ConformanceMatrixFailure.self) { try await matrix.runAll(only: ["matrix.exchange"]) }
+    }
+
+    /// A cancelled run (Ctrl-C in `arbor conformance`, a time limit) stops after the case running
+    /// has cleaned up its store, and throws `CancellationError`; so does the matrix.
+    @Test func aCancelledRunStopsOnceTheCaseRunningHasCleanedUp() async throws {
+        let counts = Mutex((made: 0, cleaned: 0))
+        let adapter = AdapterUnderTest(name: "counted", capabilities: .largeObjects) {
+            counts.withLock { $0.made += 1 }
+            return FreshBackend(backend: MemoryBackend(), cleanup: { counts.withLock { $0.cleaned += 1 } })
+        }
+        let reported = Mutex(0)
+        // The progress handler runs in the run's task (each run has one of its own): cancelling
+        // that task there stops the run as Ctrl-C does, between the first case and the second.
+        let cancelAfterTheFirst: @Sendable (Any) -> Void = { _ in
+            reported.withLock { $0 += 1 }
+            withUnsafeCurrentTask { $0?.cancel() }
+        }
+        await #expect(throws: CancellationError.self) {
+            _ = try await Task { try await ConformanceSuite(adapter: adapter).run(only: ["store.commit-read", "store.diff-log"], progress: cancelAfterTheFirst) }.value
+        }
+        #expect(reported.withLock { $0 } == 1)
+        #expect(counts.withLock { $0 } == (1, 1))
+        reported.withLock { $0 = 0 }
+        await #expect(throws: CancellationError.self) {
+            _ = try await Task { try await ConformanceMatrix(adapters: [adapter, adapter]).run(only: ["matrix.exchange"], progress: cancelAfterTheFirst) }.value
+        }
+        #expect(reported.withLock { $0 } == 1)
+        #expect(counts.withLock { $0 } == (3, 3))
     }
 
     @Test func aFaultlessWrapperPasses() async throws {

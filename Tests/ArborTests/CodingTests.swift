@@ -211,7 +211,7 @@ import Testing
 
     /// A child written over by a later write of its key (a custom `encode(to:)` writing a key
     /// twice, the last write winning, as in Foundation's encoders) is not left in the tree, held
-    /// by nothing: nor where a nested container takes the key.
+    /// by nothing: nor where a nested container takes the key, or a container of another kind.
     @Test func aChildWrittenOverIsNotLeftInTheTree() throws {
         let replaced = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .value(Priced(id: "b", price: 2))))
         #expect(replaced.map(\.key.description) == ["Rewriting/r", "Priced/b"])
@@ -219,6 +219,10 @@ import Testing
         let nested = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .nestedContainer))
         #expect(nested.map(\.key.description) == ["Rewriting/r"])
         #expect(nested[0].properties["slot"] == .map(["note": .string("replaced")]))
+        // A container of another kind taken at a key whose array held a child hides the array.
+        let kinds = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .arrayThenMap(Priced(id: "c", price: 3))))
+        #expect(kinds.map(\.key.description) == ["Rewriting/r", "Priced/a"])
+        #expect(kinds[0].properties["other"] == .map(["note": .string("replaced")]))
         let kept = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: nil))
         #expect(kept.map(\.key.description) == ["Rewriting/r", "Priced/a"])
     }
@@ -946,11 +950,11 @@ private struct Forgiving: Storable {
 
 /// A value whose `encode(to:)` writes its key `slot` twice: a child, then what `then` says.
 private struct Rewriting: Storable {
-    enum Then { case value(Priced), nestedContainer }
+    enum Then { case value(Priced), nestedContainer, arrayThenMap(Priced) }
     var id: String
     var first: Priced
     var then: Then?
-    enum CodingKeys: String, CodingKey { case id, slot }
+    enum CodingKeys: String, CodingKey { case id, slot, other }
     enum NoteKeys: String, CodingKey { case note }
     init(id: String, first: Priced, then: Then?) {
         (self.id, self.first, self.then) = (id, first, then)
@@ -967,6 +971,11 @@ private struct Rewriting: Storable {
         case .value(let second): try container.encode(second, forKey: .slot)
         case .nestedContainer:
             var nested = container.nestedContainer(keyedBy: NoteKeys.self, forKey: .slot)
+            try nested.encode("replaced", forKey: .note)
+        case .arrayThenMap(let child):
+            var list = container.nestedUnkeyedContainer(forKey: .other)
+            try list.encode(child)
+            var nested = container.nestedContainer(keyedBy: NoteKeys.self, forKey: .other)
             try nested.encode("replaced", forKey: .note)
         case nil: break
         }

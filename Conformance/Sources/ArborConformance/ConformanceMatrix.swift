@@ -24,7 +24,8 @@ public struct ConformanceMatrix: Sendable {
 
     /// Runs the pair cases `only` selects (ids such as `matrix.sync`; all by default) on every
     /// ordered pair, one after another, and returns one report per pair, named
-    /// `"source → target"`; `progress` hears of each report as it is done.
+    /// `"source → target"`; `progress` hears of each report as it is done. A cancelled task stops
+    /// the run: the case running ends and cleans up its stores, then `CancellationError` is thrown.
     ///
     /// - Complexity: *n*(*n* − 1) pairs for *n* adapters, each holding a fresh store of both.
     public func run(only: [String] = [], progress: (@Sendable (ConformanceReport) -> Void)? = nil) async throws -> [ConformanceReport] {
@@ -33,6 +34,8 @@ public struct ConformanceMatrix: Sendable {
         for (source, target) in pairs {
             var results = [ConformanceResult]()
             for testCase in cases {
+                // Cancelled (Ctrl-C, a time limit): the case running has ended and cleaned up.
+                try Task.checkCancellation()
                 results.append(await SuiteExecutor.run {
                     await ConformanceResult.measuring(testCase.id) {
                         try await ConformanceContext.withFresh(source) { sourceContext in

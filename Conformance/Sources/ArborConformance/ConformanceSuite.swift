@@ -36,7 +36,8 @@ public struct ConformanceSuite: Sendable {
 
     /// Runs the cases `only` selects (all by default), one after another, each on a fresh store,
     /// and reports every result; `progress` hears of each result as it comes. A failing case does
-    /// not stop the run.
+    /// not stop the run. A cancelled task stops it: the case running ends and cleans up its store,
+    /// then `CancellationError` is thrown.
     ///
     /// - Complexity: a few seconds for the whole suite on a local engine.
     public func run(
@@ -45,6 +46,8 @@ public struct ConformanceSuite: Sendable {
         let cases = try Self.cases(only: only)
         var results = [ConformanceResult]()
         for testCase in cases {
+            // Cancelled (Ctrl-C, a time limit): the case running has ended and cleaned up.
+            try Task.checkCancellation()
             let result = await run(testCase)
             progress?(result)
             results.append(result)

@@ -284,12 +284,16 @@ struct PropertyEncoder: Encoder {
         self.storage = storage
     }
 
+    // A slot resolves to one kind (a map over an array over a single value): taking another
+    // kind after one was written hides what was written, children too.
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        if storage.value != nil || storage.array != nil { context.noteValueWrittenOver() }
         storage.ensureMap()
         return KeyedEncodingContainer(KeyedPropertyContainer<Key>(encoder: self))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        if storage.value != nil || storage.map != nil { context.noteValueWrittenOver() }
         storage.ensureArray()
         return UnkeyedPropertyContainer(encoder: self)
     }
@@ -420,7 +424,8 @@ struct SinglePropertyContainer: SingleValueEncodingContainer {
     var codingPath: [any CodingKey] { encoder.codingPath }
 
     private func set(_ value: PropertyValue) {
-        if encoder.storage.value != nil { encoder.context.noteValueWrittenOver() }
+        let storage = encoder.storage
+        if storage.value != nil || storage.map != nil || storage.array != nil { encoder.context.noteValueWrittenOver() }
         encoder.storage.value = value
     }
 
