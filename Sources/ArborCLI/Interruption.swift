@@ -61,9 +61,10 @@ enum Interruption {
         }
     }
 
-    /// Makes the first SIGINT print `first` and cancel `task` (a garbage collection), which then
-    /// stops where it is safe to; a second SIGINT prints what an interrupted collection leaves
-    /// behind and exits with status 130 at once. Until the returned source is cancelled.
+    /// Makes the first SIGINT print `first` and cancel `task` (a garbage collection, a conformance
+    /// run), which then stops where it is safe to; a second SIGINT prints `second` (by default,
+    /// what an interrupted collection leaves behind) and exits with status 130 at once. Until the
+    /// returned source is cancelled.
     static func cancelOnInterrupt<Success>(
         _ task: Task<Success, any Error>, saying first: StaticString, thenSaying second: StaticString = collectionMessage
     ) -> any DispatchSourceSignal {

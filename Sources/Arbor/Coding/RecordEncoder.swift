@@ -426,7 +426,7 @@ struct SinglePropertyContainer: SingleValueEncodingContainer {
     private func set(_ value: PropertyValue) {
         let storage = encoder.storage
         if storage.value != nil || storage.map != nil || storage.array != nil { encoder.context.noteValueWrittenOver() }
-        encoder.storage.value = value
+        storage.value = value
     }
 
     mutating func encodeNil() throws { set(.null) }
