@@ -308,12 +308,19 @@ public final class JSONBackend: Backend {
         try await offPool { try self.write(objects) }
     }
 
-    private func write(_ objects: [(hash: Hash, bytes: [UInt8])]) throws {
+    /// Writes each object's file anew, whatever the file holds: each is renamed over the old
+    /// one, so a reader sees the old file or the new one, never a part of either.
+    public func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try checkWritable("replace")
+        try await offPool { try self.write(objects, replacing: true) }
+    }
+
+    private func write(_ objects: [(hash: Hash, bytes: [UInt8])], replacing: Bool = false) throws {
         var touchedShards = Set<String>()
         for (hash, bytes) in objects {
             let path = objectPath(hash)
             let shard = "\(root)/objects/\(hash.hex.prefix(2))"
-            if FileSystem.exists(path) {
+            if !replacing, FileSystem.exists(path) {
                 // Another writer may have renamed it into place and not yet synced its folder:
                 // a caller that moves a ref next must find the object there after a power loss.
                 if configuration.synchronous { touchedShards.insert(shard) }

@@ -395,6 +395,30 @@ public final class LMDBBackend: Backend, InPlaceReading {
         try await writeKnowingDeltas("put") { txn, deltas in try self.insert(sorted, txn, deltas) }
     }
 
+    /// Stores objects over what the store holds under their hashes, in one write transaction
+    /// (for repairs only): each takes the new bytes whole, also one that was a delta; deltas
+    /// against it read through them. Grows the map as ``put(_:)`` does.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
+    public func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try checkOpen("replace")
+        guard !objects.isEmpty else { return }
+        let sorted = objects.sorted { $0.hash < $1.hash }
+        let database = environment.objects
+        try await writeKnowingDeltas("replace") { txn, deltas in
+            for object in sorted {
+                let key = Self.key(object.hash)
+                // A delta's entry goes with it. (A damaged value that merely looks like a delta
+                // names no entry; one left naming a whole object is ignored by every reader.)
+                if let deltas, let stored = try txn.get(database, key),
+                   let base = try stored.withUnsafeBytes({ try Self.deltaBase(key, stored: $0, txn, deltas) }) {
+                    try txn.delete(deltas.dbi, Self.key(base) + key)
+                }
+                try txn.put(database, key, object.bytes, overwrite: true)
+            }
+        }
+    }
+
     /// Every object hash, in hash order, in batches of at most `batchSize`; each batch is read in
     /// its own read transaction and `body` runs outside it.
     ///

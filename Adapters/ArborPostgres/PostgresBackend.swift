@@ -196,24 +196,38 @@ public final class PostgresBackend: Backend {
     }
 
     public func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
-        try checkOpen("put")
+        try await write(objects, Statements.put, operation: "put")
+    }
+
+    /// Stores objects over what the store holds under their hashes (for repairs only), in one
+    /// transaction, in statements as ``put(_:)`` makes them.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
+    public func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try await write(objects, Statements.replace, operation: "replace")
+    }
+
+    /// Runs `statement` (`$1`: hashes, `$2`: bytes) over `objects`, in sorted statements of
+    /// bounded size, in one transaction.
+    private func write(_ objects: [(hash: Hash, bytes: [UInt8])], _ statement: PreparedStatement, operation: String) async throws {
+        try checkOpen(operation)
         if objects.isEmpty { return }
         // Refused before anything is written: the server would refuse it mid-batch, and a length
         // past Int32 would not even make the statement's parameter.
         if let large = objects.first(where: { $0.bytes.count > Self.largestObject }) {
             throw ArborError(
                 .invalidInput, "object \(large.hash) is \(large.bytes.count) bytes, more than one PostgreSQL value holds (about 1 GB); nothing was written",
-                backend: engineName, operation: "put")
+                backend: engineName, operation: operation)
         }
         // Sorted and without duplicates: every writer takes the row locks of a batch in the same
         // order, so concurrent writers of overlapping batches wait for each other, never deadlock.
         var sorted = objects.sorted { $0.hash < $1.hash }
-        var write = 0
-        for read in sorted.indices where write == 0 || sorted[read].hash != sorted[write - 1].hash {
-            sorted[write] = sorted[read]
-            write += 1
+        var kept = 0
+        for read in sorted.indices where kept == 0 || sorted[read].hash != sorted[kept - 1].hash {
+            sorted[kept] = sorted[read]
+            kept += 1
         }
-        sorted.removeSubrange(write...)
+        sorted.removeSubrange(kept...)
         var chunks = [Range<Int>]()
         var start = 0, bytes = 0
         for index in sorted.indices {
@@ -226,19 +240,19 @@ public final class PostgresBackend: Backend {
         }
         chunks.append(start..<sorted.count)
         let batch = sorted, ranges = chunks
-        try await pool.withConnection("put") { connection in
+        try await pool.withConnection(operation) { connection in
             func insert(_ range: Range<Int>) throws {
                 let slice = batch[range]
                 let hashes = PGValue.hashArray(slice.lazy.map(\.hash))
                 let payloads = PGValue.byteaArray(slice, byteCount: slice.reduce(0) { $0 + $1.bytes.count }) { object, buffer in
                     buffer.append(contentsOf: object.bytes)
                 }
-                try connection.execute(Statements.put, [hashes, payloads], operation: "put")
+                try connection.execute(statement, [hashes, payloads], operation: operation)
             }
             if ranges.count == 1 {
                 try insert(ranges[0])  // one statement is one transaction
             } else {
-                try connection.transaction(operation: "put") { for range in ranges { try insert(range) } }
+                try connection.transaction(operation: operation) { for range in ranges { try insert(range) } }
             }
         }
     }
@@ -503,6 +517,10 @@ enum Statements {
     static let put = PreparedStatement(
         name: "arbor_put",
         sql: "INSERT INTO arbor_objects (hash, bytes) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (hash) DO NOTHING",
+        types: [PGType.byteaArray, PGType.byteaArray])
+    static let replace = PreparedStatement(
+        name: "arbor_replace",
+        sql: "INSERT INTO arbor_objects (hash, bytes) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes",
         types: [PGType.byteaArray, PGType.byteaArray])
     static let page = PreparedStatement(
         name: "arbor_page", sql: "SELECT hash FROM arbor_objects WHERE hash > $1 ORDER BY hash LIMIT $2", types: [PGType.bytea, PGType.int8])

@@ -110,6 +110,11 @@ extension SQLiteBackend {
         let sql = try hasDeltaColumns || Self.hasBaseColumn(db)
             ? "INSERT INTO objects (hash, bytes) VALUES (?1, ?2) ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, base = NULL WHERE base IS NOT NULL"
             : "INSERT OR IGNORE INTO objects (hash, bytes) VALUES (?1, ?2)"
+        try Self.run(sql, over: objects, db)
+    }
+
+    /// Runs `sql` (`?1`: an object's hash, `?2`: its bytes) once per object, in order.
+    static func run(_ sql: String, over objects: [(hash: Hash, bytes: [UInt8])], _ db: SQLiteConnection) throws {
         try db.withStatement(sql) { statement in
             for object in objects {
                 try statement.bind(object.hash, at: 1)

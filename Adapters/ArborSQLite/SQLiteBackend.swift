@@ -602,6 +602,26 @@ public final class SQLiteBackend: Backend, InPlaceReading {
         }
     }
 
+    /// Stores objects over what the store holds under their hashes, in one write transaction
+    /// (for repairs only): each row takes the new bytes whole, also one that held a delta;
+    /// deltas against it read through them.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
+    public func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try checkWritable("replace")
+        guard !objects.isEmpty else { return }
+        let sorted = objects.sorted { $0.hash < $1.hash }
+        try await onWriter("replace") { db in
+            try db.transaction(immediate: true) {
+                // Asked of the file: another process may have brought it to version 3 since.
+                let sql = try Self.hasBaseColumn(db)
+                    ? "INSERT INTO objects (hash, bytes) VALUES (?1, ?2) ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, base = NULL"
+                    : "INSERT INTO objects (hash, bytes) VALUES (?1, ?2) ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes"
+                try Self.run(sql, over: sorted, db)
+            }
+        }
+    }
+
     /// Every object hash, in hash order, in batches of at most `batchSize`. Each batch is read
     /// in its own short transaction and `body` runs without the connection held, so `body` may
     /// use the backend (to delete, for instance).

@@ -108,6 +108,20 @@ public protocol Backend: Sendable {
     /// all. `false` by default.
     var acceptsRestatements: Bool { get }
 
+    /// Stores objects over whatever the store holds under their hashes: for repairing damage
+    /// only (``Store/repair(from:progress:)``), where a stored object's bytes no longer match its
+    /// hash and ``put(_:)`` would leave them as they are. The caller has checked each object
+    /// against its hash. An object kept as a delta is kept whole; objects kept as deltas against
+    /// one replaced read through its new bytes. Like ``put(_:)``, never stores an object before
+    /// those given ahead of it in the same call.
+    ///
+    /// The default removes the objects (``delete(_:)``), then puts them: a crash between the two
+    /// leaves them missing, which a repair run again puts back. The adapters of this package
+    /// replace each in place, in one transaction per call.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
+    func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws
+
     /// Removes objects (for garbage collection only). Unknown hashes are ignored. Never removes
     /// an object before those given before it (all at once, as a transaction does, is fine):
     /// garbage collection gives objects that name others first, so that a collection stopped
@@ -165,6 +179,13 @@ extension Backend {
 
     /// Returns `nil`: sizes are not known before reading.
     public func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? { nil }
+
+    /// ``delete(_:)``, then ``put(_:)``.
+    public func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        guard !objects.isEmpty else { return }
+        try await delete(objects.map(\.hash))
+        try await put(objects)
+    }
 
     /// Does nothing: every object stays whole.
     public func restate(_ restatements: [Restatement]) async throws {}

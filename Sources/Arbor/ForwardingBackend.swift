@@ -42,6 +42,7 @@ extension ForwardingBackend {
     // so a wrapper that overrides put sees every object written (in two calls, not one).
     public func restate(_ restatements: [Restatement]) async throws { try await inner.restate(restatements) }
     public var acceptsRestatements: Bool { inner.acceptsRestatements }
+    public func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws { try await inner.replace(objects) }
     public func delete(_ hashes: [Hash]) async throws { try await inner.delete(hashes) }
     public func refs() async throws -> [String: Hash] { try await inner.refs() }
     public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {

@@ -68,6 +68,12 @@ public final class MemoryBackend: Backend, InPlaceReading {
         }
     }
 
+    public func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try withOpenState("replace") { state in
+            for object in objects { state.objects[object.hash] = object.bytes }
+        }
+    }
+
     public func enumerateHashes(batchSize: Int, _ body: ([Hash]) async throws -> Void) async throws {
         let all = try withOpenState("enumerate") { Array($0.objects.keys) }
         var start = 0

@@ -7,14 +7,14 @@ public struct ArborCommand: AsyncParsableCommand {
         commandName: "arbor",
         abstract: "Inspect and change an Arbor store: versioned, content-addressed records.",
         discussion: """
-            Every subcommand takes a store URL first (exchange, sync, migrate and clone take two): memory:, json:PATH, sqlite:PATH, lmdb:PATH or \
+            Every subcommand takes a store URL first (exchange, sync, migrate, clone and repair take two): memory:, json:PATH, sqlite:PATH, lmdb:PATH or \
             postgres://user:password@host:port/database. Versions are written as a full hash, a unique \
             prefix of at least 4 hex digits, or HEAD (the newest head).
             """,
         subcommands: [
             InitCommand.self, PutCommand.self, GetCommand.self, ListCommand.self, DeleteCommand.self,
             LogCommand.self, HeadsCommand.self, DiffCommand.self, ShowCommand.self, MergeCommand.self, ConflictsCommand.self,
-            ExchangeCommand.self, SyncCommand.self, MigrateCommand.self, CloneCommand.self, VerifyCommand.self,
+            ExchangeCommand.self, SyncCommand.self, MigrateCommand.self, CloneCommand.self, VerifyCommand.self, RepairCommand.self,
             GarbageCollectCommand.self, CompactCommand.self, ConformanceCommand.self, DemoCommand.self,
         ])
 

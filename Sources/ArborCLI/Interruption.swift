@@ -11,6 +11,7 @@ import Synchronization
 /// happen in the handler: a lock-free load, a write of a constant message and `_exit`.
 private let transferMessage: StaticString = "\ninterrupted: nothing is half-applied (refs change last; an exchange's claim on its target lapses within three minutes); run the same command again to finish.\n"
 private let verifyingMessage: StaticString = "\ninterrupted while verifying: the copy is complete and its heads are set; run the same command again (it verifies, copying nothing) or arbor verify on the target.\n"
+private let repairMessage: StaticString = "\ninterrupted: what was written is whole (each object after what it names) and moved no ref; run the same command again to finish.\n"
 private let scratchRemovedMessage: StaticString = "\ninterrupted: the temporary stores were removed.\n"
 let collectionMessage: StaticString = "\ninterrupted: what was removed stays removed, and what remains is whole; if another process committed meanwhile, run arbor verify on the store. Run arbor gc again to finish.\n"
 
@@ -28,6 +29,8 @@ enum Interruption {
         /// A migration or clone verifying a copy whose heads are already set: the same command
         /// run again verifies it (and copies nothing), as `arbor verify` on the target does.
         case verifyingCopy
+        /// A repair writing objects over damaged ones: each batch is whole, a rerun finishes it.
+        case repair
     }
 
     /// Makes SIGINT print what `work` leaves behind and exit with status 130.
@@ -36,6 +39,7 @@ enum Interruption {
         signal(SIGINT) { _ in
             let message = switch interruptedWork.load(ordering: .relaxed) {
             case Work.verifyingCopy.rawValue: verifyingMessage
+            case Work.repair.rawValue: repairMessage
             default: transferMessage
             }
             _ = write(STDERR_FILENO, message.utf8Start, message.utf8CodeUnitCount)

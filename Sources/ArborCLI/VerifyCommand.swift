@@ -29,12 +29,7 @@ public struct VerifyCommand: StoreCommand {
         defer { bar.finish() }
         let report = try await store.withStore { store in try await store.verify(progress: bar.handler) }
         bar.finish()
-        if format.json {
-            print(Rendering.json(report).serialized(pretty: true), to: &output)
-        } else {
-            for line in Rendering.lines(report) { print(line, to: &output) }
-        }
-        if !report.isIntact { throw ExitCode.failure }
+        try format.printCheck(json: Rendering.json(report), lines: Rendering.lines(report), intact: report.isIntact, to: &output)
     }
 }
 

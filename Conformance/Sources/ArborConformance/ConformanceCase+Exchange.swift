@@ -17,5 +17,10 @@ extension ConformanceCase {
             try await Transfers.checkMigration(context, from: context.store(MemoryBackend()), to: context.store())
             try await Transfers.checkMigration(context, from: context.store(), to: context.store(MemoryBackend()), commit: false)
         },
+        ConformanceCase(.exchange, "repair-with-reference", "a store with a fifth of its objects deleted and others corrupted is repaired from the in-memory reference adapter, and the reference from it, to the same heads and records; an object no replica holds is reported, not invented") { context in
+            // The reference is damaged first: the second check leaves the adapter's store damaged.
+            try await Transfers.checkRepair(context, damaged: context.store(MemoryBackend()), replica: context.store(), damagedIsAdapter: false)
+            try await Transfers.checkRepair(context, damaged: context.store(), replica: context.store(MemoryBackend()), damagedIsAdapter: true, label: "-2")
+        },
     ]
 }

@@ -423,5 +423,30 @@ extension ConformanceCase {
                 try expectObjects(objects, in: try await backend.get(objects.map(\.hash)), "objects put again after a delete read back")
             }
         },
+
+        ConformanceCase(.contract, "replace", "replace writes objects over damaged ones and stores absent ones; get, contains and enumeration then give each once with its bytes, and the others are untouched") { context in
+            let backend = context.backend
+            let objects = (0..<300).map { TestObjects.object($0, seed: 41) }
+            try await context.step("putting 300 objects") { try await backend.put(objects) }
+            let damaged = Array(objects.prefix(50))
+            for (index, object) in damaged.enumerated() {
+                _ = try await context.corrupt(object.hash, with: Array("damaged \(index)".utf8))
+            }
+            let absent = (300..<320).map { TestObjects.object($0, seed: 41) }
+            let all = objects + absent
+            try await context.step("replacing 50 damaged objects and 20 absent ones in one call") {
+                try await backend.replace(damaged + absent)
+                try expectObjects(all, in: try await backend.get(all.map(\.hash)), "get after a replace returns every object with its own bytes")
+                try expectEqual(try await backend.contains(all.map(\.hash)), Set(all.map(\.hash)), "contains after a replace")
+                var seen = [Hash: Int]()
+                try await backend.enumerateHashes(batchSize: 1_000) { batch in for hash in batch { seen[hash, default: 0] += 1 } }
+                try expectEachOnce(seen, of: Set(all.map(\.hash)), "enumeration after a replace yields every object once")
+            }
+            try await context.step("replacing intact objects by their own bytes, and with no objects") {
+                try await backend.replace(Array(objects.suffix(10)))
+                try await backend.replace([])
+                try expectObjects(all, in: try await backend.get(all.map(\.hash)), "get after replacing intact objects")
+            }
+        },
     ]
 }

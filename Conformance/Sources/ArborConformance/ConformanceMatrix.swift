@@ -91,6 +91,9 @@ public struct ConformancePairCase: Sendable, Identifiable {
         ConformancePairCase(id: "matrix.migrate", summary: "a verified migration from the source to the empty target gives the same heads hash and records") { source, target in
             try await Transfers.checkMigration(source, from: source.store(), to: target.store())
         },
+        ConformancePairCase(id: "matrix.repair", summary: "the target, with a fifth of its objects deleted and others corrupted, is repaired from the source to the same heads and records; an object the source lacks is reported") { source, target in
+            try await Transfers.checkRepair(target, damaged: target.store(), replica: source.store(replica: "source"), damagedIsAdapter: true)
+        },
     ]
 }
 

@@ -41,6 +41,53 @@ enum Transfers {
         }
     }
 
+    /// Gives `replica` a history and exchanges both ways, so that both stores hold the same
+    /// versions; then deletes every fifth object of `damaged` and corrupts every fifth one after
+    /// those (through the context where `damaged` is the adapter's store); a repair from
+    /// `replica` must leave it intact with the same content. Then a version only `damaged` holds
+    /// loses its index root: a repair must report it as missing and left so.
+    static func checkRepair(_ context: ConformanceContext, damaged: Store, replica: Store, damagedIsAdapter: Bool, label: String = "") async throws {
+        try await context.step("committing a history on \(replica.backend.engineName)") { try await history(replica, label: label) }
+        try await context.step("exchanging between the two stores") {
+            _ = try await replica.exchange(to: damaged)
+            _ = try await damaged.exchange(to: replica)
+        }
+        let hashes = try await context.step("listing the objects") { try await damaged.backend.allHashes().sorted() }
+        let deleted = stride(from: 0, to: hashes.count, by: 5).map { hashes[$0] }
+        let corrupted = stride(from: 2, to: hashes.count, by: 5).map { hashes[$0] }
+        try await context.step("deleting \(deleted.count) of \(hashes.count) objects") { try await damaged.backend.delete(deleted) }
+        for (index, hash) in corrupted.enumerated() {
+            let bytes = Array("damaged \(index)".utf8)
+            if damagedIsAdapter {
+                _ = try await context.corrupt(hash, with: bytes)
+            } else {
+                try await context.step("corrupting an object of \(damaged.backend.engineName)") {
+                    try await damaged.backend.delete([hash])
+                    try await damaged.backend.put([(hash, bytes)])
+                }
+            }
+        }
+        let before = try await context.step("verifying the damaged store") { try await damaged.verify() }
+        try expect(!before.isIntact, "verify of a store with objects deleted and corrupted", expected: "damage", actual: "intact")
+        let report = try await context.step("repairing it from \(replica.backend.engineName)") { try await damaged.repair(from: replica) }
+        try expect(report.isIntact && report.unrepaired.isEmpty, "a repair from a replica that holds every object", expected: "an intact store",
+                   actual: "\(report.verification.missingCount) missing, \(report.verification.corruptCount) corrupt: \(report.unrepaired.prefix(3).map(\.detail))")
+        try expect(report.objectsWritten >= before.missingCount + before.corruptCount, "the objects a repair wrote",
+                   expected: "at least the \(before.missingCount + before.corruptCount) found damaged", actual: "\(report.objectsWritten)")
+        let after = try await context.step("verifying the repaired store") { try await damaged.verify() }
+        try expect(after.isIntact, "verify after a repair", expected: "intact", actual: "\(after.missingCount) missing, \(after.corruptCount) corrupt")
+        try await expectSameContent(context, replica, damaged, "a repair")
+        let only = try await context.step("committing a version only the repaired store holds") {
+            try await damaged.save(SuitePerson(id: "only\(label)", name: "only here"))
+        }
+        try await context.step("deleting its index root") { try await damaged.backend.delete([only.root]) }
+        let left = try await context.step("repairing again") { try await damaged.repair(from: replica) }
+        try expect(!left.isIntact && left.verification.missingCount == 1 && left.unrepaired.map(\.hash) == [only.root]
+                       && left.unrepaired.allSatisfy { $0.kind == .missing && $0.detail.contains("does not hold") },
+                   "a repair of an object the replica lacks", expected: "that object alone reported missing, as the replica does not hold it",
+                   actual: "intact \(left.isIntact), \(left.unrepaired.map { "\($0.kind) \($0.hash.abbreviated()): \($0.detail)" })")
+    }
+
     /// Exchanges a history from `source` to an empty `target`, then one more version, then
     /// nothing: the target ends with the same content and the last exchange finds it in sync.
     static func checkExchange(_ context: ConformanceContext, from source: Store, to target: Store) async throws {

@@ -147,6 +147,17 @@ struct IntegrityWalk: Sendable {
         return missing
     }
 
+    /// Whether every damaged object is recorded (``takeDamage()``), beyond the
+    /// ``Store/verifyDamageLimit`` a report lists: a repair fetches all of them.
+    var recordsDamage = false
+    private var allDamage = [VerifyReport.Damage]()
+
+    /// Every damaged object found (with ``recordsDamage``).
+    mutating func takeDamage() -> [VerifyReport.Damage] {
+        defer { allDamage = [] }
+        return allDamage
+    }
+
     /// Marks `hash` reached without reading it; `false` if it was already.
     mutating func markReached(_ hash: Hash) -> Bool { reached.insert(hash).inserted }
 
@@ -165,6 +176,7 @@ struct IntegrityWalk: Sendable {
         case .nonCanonical: report.nonCanonicalCount += 1
         }
         if kind == .missing && recordsMissing { missing.append(hash) }
+        if recordsDamage { allDamage.append(.init(kind: kind, hash: hash, detail: detail)) }
         if report.damage.count < Store.verifyDamageLimit { report.damage.append(.init(kind: kind, hash: hash, detail: detail)) }
     }
 

@@ -1,0 +1,160 @@
+@testable import ArborLMDB
+@testable import ArborSQLite
+import Foundation
+import Synchronization
+import Testing
+@testable import Arbor
+
+/// ``Store/repair(from:progress:)`` where the conformance cases do not reach: stores that keep
+/// deltas, and a replica whose copy is damaged too.
+@Suite struct RepairTests {
+    /// Opens a store that keeps deltas on `engine`, with its delta count and check.
+    func deltaBackend(_ engine: String, _ path: String) throws -> (backend: any Backend, deltaCount: @Sendable () throws -> Int, isDelta: @Sendable (Hash) throws -> Bool) {
+        if engine == "sqlite" {
+            let sqlite = try SQLiteBackend.create(.init(path: path, restatesReplacedNodes: true))
+            return (sqlite, { try sqlite.deltaCount() }, { try sqlite.isDelta($0) })
+        }
+        let lmdb = try LMDBBackend.create(.init(path: path, synchronous: false, restatesReplacedNodes: true))
+        return (lmdb, { try lmdb.deltaCount() }, { try lmdb.isDelta($0) })
+    }
+
+    /// `replace` in a store that keeps deltas: a base replaced keeps its deltas, which read
+    /// through its new bytes; a delta replaced is kept whole, and its base can go.
+    @Test(arguments: ["sqlite", "lmdb"]) func replaceKeepsDeltasAgainstWhatItReplaces(engine: String) async throws {
+        let path = temporaryPath("replace-deltas")
+        defer { removeItem(path) }
+        let (backend, deltaCount, isDelta) = try deltaBackend(engine, path)
+        let base = (0..<2_000).map { UInt8(truncatingIfNeeded: $0 &* 29) }
+        let old = Array(base[0..<1_000]) + [1, 2, 3]
+        let (baseHash, oldHash) = (Hash.of(base), Hash.of(old))
+        try await backend.put([(baseHash, base), (oldHash, old)])
+        try await backend.restate([Restatement(hash: oldHash, base: baseHash, delta: LMDBDeltaTests.delta(copying: 1_000, then: [1, 2, 3]))])
+        try #require(try isDelta(oldHash))
+
+        // The base damaged (replace takes the caller's word for the bytes), then mended.
+        try await backend.replace([(baseHash, Array(repeating: 7, count: 2_000))])
+        #expect(try await backend.get([oldHash])[oldHash] != old)
+        try await backend.replace([(baseHash, base)])
+        #expect(try await backend.get([oldHash, baseHash]) == [oldHash: old, baseHash: base])
+        #expect(try isDelta(oldHash) && deltaCount() == 1)
+
+        try await backend.replace([(oldHash, old)])
+        #expect(try !isDelta(oldHash) && deltaCount() == 0)
+        try await backend.delete([baseHash])
+        #expect(try await backend.get([oldHash, baseHash]) == [oldHash: old])
+        try await backend.close()
+    }
+
+    /// A store that keeps deltas, with every version, its head set and three deltas overwritten
+    /// with garbage, is mended from a whole replica. The history is mended in one round, though
+    /// each corrupt version hid the one before it: what a fetched object names is checked as it
+    /// is fetched. The deltas it wrote are kept whole; every other delta stays one.
+    @Test(arguments: ["sqlite", "lmdb"]) func aStoreKeepingDeltasIsMended(engine: String) async throws {
+        let path = temporaryPath("repair-deltas")
+        defer { removeItem(path) }
+        let (backend, deltaCount, isDelta) = try deltaBackend(engine, path)
+        let store = Store(backend: backend, configuration: .init(replica: "d"))
+        for round in 0..<6 {
+            var changes = ChangeSet()
+            for index in stride(from: round, to: 400, by: 7) { try changes.save(Task(id: "t\(index)", title: "round \(round)", done: false)) }
+            try await store.commit(changes, message: "round \(round)")
+        }
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        let deltas = try await backend.allHashes().sorted().filter { try isDelta($0) }
+        try #require(deltas.count >= 10)
+        let versions = try await store.log().map(\.id)
+        let headSet = try #require(try await backend.refs()[RefName.heads])
+        let damaged = versions + [headSet] + deltas.prefix(3)
+        try await backend.replace(damaged.map { ($0, Array("damaged \($0.hex)".utf8)) })
+        #expect(try deltaCount() == deltas.count - 3)
+        #expect(try await Store(backend: backend).verify().corruptCount == 1)  // the head set hides the rest
+        // The three, and any delta whose chain passes through one of them (a base can become a
+        // delta later), read damaged.
+        var readDamaged = [Hash]()
+        for delta in deltas {
+            let bytes = try? await backend.get([delta])[delta]
+            if bytes.map({ Hash.of($0) != delta }) ?? true { readDamaged.append(delta) }
+        }
+        #expect(readDamaged.count >= 3)
+
+        let report = try await Store(backend: backend).repair(from: replica)
+        #expect(report.isIntact && report.unrepaired.isEmpty, "\(report.unrepaired.prefix(3))")
+        // Three passes: the history, hidden behind the head set, is mended in the first round;
+        // the trees' damage, which no fetched object names, in the second; the third checks.
+        #expect(report.objectsWritten == versions.count + 1 + readDamaged.count && report.passes == 3,
+                "\(report.objectsWritten) written in \(report.passes) passes")
+        #expect(try deltaCount() == deltas.count - readDamaged.count)
+        #expect(try readDamaged.allSatisfy { try !isDelta($0) })
+        let fresh = Store(backend: backend)
+        #expect(try await fresh.verify().isIntact)
+        for version in versions {
+            #expect(try await fresh.records(ofType: "Task", at: version) == (try await replica.records(ofType: "Task", at: version)))
+        }
+        try await backend.close()
+    }
+
+    /// An object the replica holds damaged too is left, and said so; nothing else is written
+    /// over it. A second repair from a sound replica mends it.
+    @Test func aReplicaDamagedTooIsReportedAndNothingIsWritten() async throws {
+        let store = Store(backend: MemoryBackend())
+        let version = try await store.save(Task(id: "t", title: "x", done: false))
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        let sound = Store(backend: MemoryBackend())
+        try await store.exchange(to: sound)
+        try await store.backend.replace([(version.root, Array("damaged here".utf8))])
+        try await replica.backend.replace([(version.root, Array("damaged there".utf8))])
+
+        let report = try await store.repair(from: replica)
+        #expect(!report.isIntact && report.objectsWritten == 0 && report.passes == 1)
+        #expect(report.unrepaired.map(\.hash) == [version.root])
+        #expect(report.unrepaired.first?.detail.contains("the replica's copy is damaged too") == true, "\(report.unrepaired)")
+        #expect(try await store.backend.get([version.root])[version.root] == Array("damaged here".utf8))
+
+        let mended = try await store.repair(from: sound)
+        #expect(mended.isIntact && mended.objectsWritten == 1)
+        #expect(try await store.value(Task.self, id: "t")?.title == "x")
+    }
+
+    /// A missing version, its missing index and a corrupt node under it are written in one
+    /// round, each object after everything it names: a repair stopped between two writes leaves
+    /// no object whose children are not there, which an exchange would take as whole.
+    @Test func objectsAreWrittenAfterWhatTheyName() async throws {
+        let recording = ReplaceRecordingBackend(MemoryBackend())
+        let store = Store(backend: recording)
+        var changes = ChangeSet()
+        for index in 0..<3_000 { try changes.save(Task(id: "t\(index)", title: "task \(index)", done: false)) }
+        let first = try await store.commit(changes)
+        let second = try await store.save(Task(id: "t1", title: "changed", done: false))
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        // The second version and its root are gone, and a child of its root is corrupt.
+        let rootBytes = try #require(try await recording.get([second.root])[second.root])
+        let children = try ObjectLinks(rootBytes).children.map(\.hash)
+        try #require(children.count > 1)
+        try await recording.delete([second.id, second.root])
+        try await recording.replace([(children[1], Array("damaged".utf8))])
+        recording.written.withLock { $0 = [] }
+
+        let report = try await store.repair(from: replica)
+        #expect(report.isIntact && report.passes == 2 && report.objectsWritten == 3)
+        let order = recording.written.withLock { $0 }
+        #expect(order.count == 3)
+        #expect(order.firstIndex(of: children[1])! < order.firstIndex(of: second.root)!)
+        #expect(order.firstIndex(of: second.root)! < order.firstIndex(of: second.id)!)
+        #expect(try await store.value(Task.self, id: "t1", at: second.id)?.title == "changed")
+        #expect(try await store.value(Task.self, id: "t1", at: first.id)?.title == "task 1")
+    }
+}
+
+/// Records the hashes `replace` writes, in order.
+final class ReplaceRecordingBackend: ForwardingBackend {
+    let inner: any Backend
+    let written = Mutex<[Hash]>([])
+    init(_ inner: any Backend) { self.inner = inner }
+    func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        written.withLock { $0 += objects.map(\.hash) }
+        try await inner.replace(objects)
+    }
+}
