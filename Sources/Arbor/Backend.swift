@@ -117,7 +117,8 @@ public protocol Backend: Sendable {
     ///
     /// The default removes the objects (``delete(_:)``), then puts them: a crash between the two
     /// leaves them missing, which a repair run again puts back. The adapters of this package
-    /// replace each in place, in one transaction per call.
+    /// replace each in place: SQLite, LMDB and PostgreSQL in one transaction per call, the JSON
+    /// files one after the other in order (each renamed over the old), memory under its lock.
     ///
     /// - Complexity: O(*k* log *n*) for *k* objects in a store of *n*.
     func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws

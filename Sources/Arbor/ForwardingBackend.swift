@@ -6,6 +6,11 @@
 /// ``Backend/objectSizes(_:)`` is: a type that changes the size of what `get` returns implements
 /// it too (or returns `nil`).
 ///
+/// ``Backend/replace(_:)`` is not forwarded: a repair's writes go through the conforming type's
+/// ``Backend/delete(_:)`` and ``Backend/put(_:)`` (the default), so a type that changes what it
+/// stores (compression, encryption) sees them too. Forward it explicitly to keep the inner
+/// backend's replacement in one transaction.
+///
 /// ``Backend/ancestry(of:limit:)`` and ``Backend/enumerateObjects(batchSize:_:)`` are not
 /// forwarded: they go through the conforming type's ``Backend/get(_:)`` (and
 /// `enumerateHashes`), so a type that changes `get` sees every read; nor is
@@ -42,7 +47,6 @@ extension ForwardingBackend {
     // so a wrapper that overrides put sees every object written (in two calls, not one).
     public func restate(_ restatements: [Restatement]) async throws { try await inner.restate(restatements) }
     public var acceptsRestatements: Bool { inner.acceptsRestatements }
-    public func replace(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws { try await inner.replace(objects) }
     public func delete(_ hashes: [Hash]) async throws { try await inner.delete(hashes) }
     public func refs() async throws -> [String: Hash] { try await inner.refs() }
     public func compareAndSwap(ref name: String, expected: Hash?, new: Hash?) async throws -> Bool {

@@ -9,11 +9,11 @@ public struct RepairCommand: StorePairCommand {
         discussion: """
             Verifies the second store (as arbor verify does), fetches each missing or corrupt object from the \
             first, a replica or a backup on any engine, checks it against its hash and writes it over the damaged \
-            one, with what it names that the store lacks (children first); then verifies again, since damage can \
-            hide what is below it, until nothing new can be fetched. Writes only objects whose bytes match their \
-            hashes and moves no ref, so no version changes. Prints what was written and each damaged object left, \
-            with why (the replica lacks it or holds it damaged too; it is malformed on every replica); exits with \
-            status 1 when damage is left. An interrupted repair is finished by running it again. With --json: \
+            one, with everything it names that the store lacks or holds damaged (children first), reading what the \
+            damage hid; then verifies again. Writes only objects whose bytes match their hashes and moves no ref, \
+            so no version changes. Prints what was written and each damaged object left, with why (the replica \
+            lacks it or holds it damaged too; it names such an object; it is malformed on every replica); exits \
+            with status 1 when damage is left. An interrupted repair is finished by running it again. With --json: \
             {"intact", "objectsWritten", "bytesWritten", "passes", "missing", "corrupt", "nonCanonical", \
             "seconds", "unrepaired": [{"kind", "hash", "detail"}]}.
             """)

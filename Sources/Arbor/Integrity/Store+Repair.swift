@@ -6,8 +6,8 @@ public struct RepairReport: Sendable {
     public var bytesWritten = 0
     /// Verifications run: one, then one more after each round of writes.
     public var passes = 0
-    /// Damage left, each with why the replica could not mend it (at most
-    /// ``Store/verifyDamageLimit`` listed; ``verification`` counts all of it).
+    /// Damage left, one entry per object, each with why it could not be mended (at most
+    /// ``Store/verifyDamageLimit`` listed; ``verification`` counts every finding).
     public var unrepaired: [VerifyReport.Damage] = []
     /// The last verification: ``VerifyReport/isIntact`` when nothing is left to mend.
     public var verification = VerifyReport()
@@ -19,28 +19,33 @@ public struct RepairReport: Sendable {
 
 extension Store {
     /// Mends this store's damage from `replica`, a store that holds the same versions (another
-    /// replica, or a backup): verifies this store, fetches every missing or corrupt object from
-    /// `replica`, checks it against its hash, and writes it over the damaged one
-    /// (``Backend/replace(_:)``), together with what it names that this store lacks,
-    /// children first. Then verifies again, since a node that could not be read hid what is below
-    /// it, and mends what that finds, until a verification finds nothing new to fetch.
+    /// replica, or a backup, on any engine): verifies this store, fetches every missing or
+    /// corrupt object from `replica`, checks it against its hash, and writes it over the damaged
+    /// one (``Backend/replace(_:)``), together with everything it names, at any depth, that this
+    /// store lacks or holds damaged, each object after what it names. What a damaged object hid
+    /// from the verification is read and followed in the same round. Then verifies again, and
+    /// mends what that finds, until a verification finds nothing new to fetch.
     ///
     /// Writes nothing but objects whose bytes match their hashes, so it never changes what a
-    /// version holds, and moves no ref: a damaged object that `replica` lacks or holds damaged too
-    /// is left as it is, and listed in ``RepairReport/unrepaired`` with the reason. So is an
-    /// object that is malformed whatever replica it comes from (its bytes match its hash but do
-    /// not parse, or are not in canonical shape): those need the versions that name them
-    /// replaced, not their bytes. Run again, a repair that was stopped writes only what is
-    /// still damaged.
+    /// version holds, and moves no ref. Left as they are, and listed in
+    /// ``RepairReport/unrepaired`` with the reason: a damaged object that `replica` lacks or
+    /// holds damaged too, and an object that names one (written, it would be present with its
+    /// children missing, which an exchange takes as whole); an object malformed on every replica
+    /// (its bytes match its hash but do not parse, disagree with what names them, or are not in
+    /// canonical shape), which needs the versions that name it replaced, not its bytes. A repair
+    /// that was stopped is finished by running it again.
     ///
     /// Only objects that read damaged or are missing are written. In a store that keeps deltas,
     /// an object kept as a delta against a damaged object reads damaged too, and is written
-    /// whole; the others against an object mended read through its new bytes and stay deltas.
+    /// whole; deltas against intact objects stay deltas.
+    ///
+    /// Garbage collection refuses a damaged store: repair it first.
     ///
     /// - Complexity: one verification (O(*N*) object reads for the *N* objects reachable) per
-    ///   pass, usually two passes: what a fetched object names is checked as it is fetched, so
-    ///   damage hidden behind damage is found in the same round. Holds in memory the objects a
-    ///   round writes: to replace most of a store, clone the replica instead.
+    ///   pass: one for an intact store, else two (the second checks what the first round wrote),
+    ///   and one more only where the objects written turn out damaged in ways a hash does not
+    ///   show. A round reads what damage hid, and holds the objects it writes in memory: to
+    ///   replace most of a store, clone the replica instead.
     public func repair(from replica: Store, progress: TransferProgressHandler? = nil) async throws -> RepairReport {
         let started = ContinuousClock.now
         var report = RepairReport()
@@ -63,16 +68,22 @@ extension Store {
             }
             var objects = [(hash: Hash, bytes: [UInt8])]()
             if !wanted.isEmpty {
-                let closure = try await closure(of: wanted, from: replica)
-                objects = closure.objects
-                for (hash, reason) in closure.refused { reasons[hash] = reason }
+                let round = try await repairRound(of: wanted, from: replica, reached: walk.reached)
+                objects = round.objects
+                for (hash, reason) in round.refused { reasons[hash] = reason }
+                for hash in round.sound {
+                    reasons[hash] = "its bytes here match its hash: what is wrong is in the object or in what names it, on every replica"
+                }
+                for (hash, lacking) in round.blocked { reasons[hash] = "left as it is: it names \(lacking), which neither store can give intact" }
                 for hash in wanted where reasons[hash] == nil { reasons[hash] = "written from the replica" }
             }
             // With nothing new to write, another verification would find what this one found.
             objects.removeAll { written.contains($0.hash) }
             if objects.isEmpty {
                 report.verification = walk.report
-                for item in damage where report.unrepaired.count < Store.verifyDamageLimit {
+                var listed = Set<Hash>()
+                // One entry per object: a node filed wrongly by several parents is one object.
+                for item in damage where report.unrepaired.count < Store.verifyDamageLimit && listed.insert(item.hash).inserted {
                     let reason = item.kind == .nonCanonical
                         ? "not in canonical shape; a replica holds the same bytes"
                         : written.contains(item.hash) ? "written from the replica and damaged all the same: what is wrong is in the object or in what names it, on every replica"
@@ -91,53 +102,66 @@ extension Store {
         }
     }
 
-    /// `hashes` read from `replica` and checked, with every object they name, at any depth, that
-    /// this store does not hold, in an order that gives each object after those it names; and
-    /// why each of `hashes` (or of what they name) that `replica` could not give intact is left out.
-    private func closure(of hashes: [Hash], from replica: Store) async throws -> (objects: [(hash: Hash, bytes: [UInt8])], refused: [Hash: String]) {
+    /// What a round of a repair found for the damaged objects `hashes`: the objects to write, in
+    /// an order that gives each after everything it names; why each object `replica` could not
+    /// give intact is left out; those of `hashes` whose bytes here match their hash (malformed on
+    /// every replica: nothing to fetch); and the objects left out because something they name
+    /// can be had from neither store, each with what that is.
+    struct RepairRound {
+        var objects: [(hash: Hash, bytes: [UInt8])] = []
+        var refused: [Hash: String] = [:]
+        var sound: [Hash] = []
+        var blocked: [Hash: Hash] = [:]
+    }
+
+    /// A round of a repair: `hashes`, found damaged by a verification that reached `reached`,
+    /// read from `replica` where this store holds them damaged or not at all, with every object
+    /// they name, at any depth, that this store lacks or holds damaged. What they name that the
+    /// verification never reached (damage hid it) is read here and followed, so that damage
+    /// behind damage is found in the same round, not by a verification of the whole store per
+    /// layer (a history of corrupt versions, one per version).
+    private func repairRound(of hashes: [Hash], from replica: Store, reached: Set<Hash>) async throws -> RepairRound {
+        var round = RepairRound()
         var fetched = [Hash: [UInt8]]()
         var names = [Hash: [Hash]]()
-        var refused = [Hash: String]()
-        var queued = Set(hashes)
-        var pending = hashes
-        while !pending.isEmpty {
+        let wanted = Set(hashes)
+        var queued = wanted
+        var toCheck = hashes
+        var toFetch = [Hash]()
+        while !toCheck.isEmpty || !toFetch.isEmpty {
             var named = [Hash]()
-            for chunk in pending.chunks(of: Transfer.requestSize) {
-                var objects: [Hash: [UInt8]]
-                var damaged = [Hash: String]()
-                do {
-                    objects = try await replica.backend.get(chunk)
-                } catch let error as ArborError where error.code == .corruptObject {
-                    // An adapter that refuses a batch for one damaged object: each on its own.
-                    (objects, damaged) = try await replica.backend.getOneAtATime(chunk)
-                }
-                for hash in chunk {
-                    if let reason = damaged[hash] {
-                        refused[hash] = "the replica's copy is damaged too (\(reason))"
-                    } else if let bytes = objects[hash] {
-                        guard Hash.of(bytes) == hash else {
-                            refused[hash] = "the replica's copy is damaged too (its bytes do not match the hash)"
-                            continue
-                        }
-                        fetched[hash] = bytes
-                        // What it names, if it parses: one that does not is written all the same,
-                        // and the next verification says so.
-                        let links = (try? ObjectLinks(bytes))?.named ?? []
-                        names[hash] = links
-                        for link in links where queued.insert(link).inserted { named.append(link) }
-                    } else {
-                        refused[hash] = "the replica does not hold it"
+            var damagedHere = [Hash]()
+            try await Self.read(toCheck, from: backend) { hash, bytes, _ in
+                guard let bytes, Hash.of(bytes) == hash else { return damagedHere.append(hash) }
+                if wanted.contains(hash) { return round.sound.append(hash) }
+                // Sound, and walked by the verification: so is what it names.
+                guard !reached.contains(hash) else { return }
+                for link in Self.links(bytes) where queued.insert(link).inserted { named.append(link) }
+            }
+            try await Self.read(toFetch, from: replica.backend) { hash, bytes, refusal in
+                if let refusal {
+                    round.refused[hash] = "the replica's copy is damaged too (\(refusal))"
+                } else if let bytes {
+                    guard Hash.of(bytes) == hash else {
+                        round.refused[hash] = "the replica's copy is damaged too (its bytes do not match the hash)"
+                        return
                     }
+                    fetched[hash] = bytes
+                    // What it names, if it parses: one that does not is written all the same,
+                    // and the next verification says so.
+                    let links = Self.links(bytes)
+                    names[hash] = links
+                    for link in links where queued.insert(link).inserted { named.append(link) }
+                } else {
+                    round.refused[hash] = "the replica does not hold it"
                 }
             }
-            // What this store lacks or holds damaged is fetched too: damage that missing or
-            // corrupt objects hid would otherwise take a verification of the whole store per
-            // level (a history of corrupt versions, one per version).
-            pending = try await damagedAmong(named)
+            (toCheck, toFetch) = (named, damagedHere)
         }
-        // Children first: a depth-first walk that gives each object after everything it names.
-        var ordered = [(hash: Hash, bytes: [UInt8])]()
-        ordered.reserveCapacity(fetched.count)
+        // Children first: a depth-first walk that gives each object after everything it names,
+        // and leaves out one that names what neither store can give (or such an object): written,
+        // it would be present with its children missing, which an exchange takes as whole.
+        round.objects.reserveCapacity(fetched.count)
         var placed = Set<Hash>()
         for start in fetched.keys.sorted() where !placed.contains(start) {
             var stack = [(hash: start, next: 0)]
@@ -148,33 +172,44 @@ extension Store {
                     stack[stack.count - 1].next += 1
                     let link = links[top.next]
                     if fetched[link] != nil, placed.insert(link).inserted { stack.append((link, 0)) }
+                    continue
+                }
+                stack.removeLast()
+                guard let bytes = fetched[top.hash] else { continue }
+                if let lacking = links.lazy.compactMap({ link in round.refused[link] != nil ? link : round.blocked[link] }).first {
+                    round.blocked[top.hash] = lacking
                 } else {
-                    stack.removeLast()
-                    if let bytes = fetched[top.hash] { ordered.append((top.hash, bytes)) }
+                    round.objects.append((top.hash, bytes))
                 }
             }
         }
-        return (ordered, refused)
+        return round
     }
 
-    /// Those of `hashes` that this store lacks, or holds with bytes that do not match their hash,
-    /// read in requests sized by the objects' sizes, as a verification reads blobs.
-    private func damagedAmong(_ hashes: [Hash]) async throws -> [Hash] {
-        guard !hashes.isEmpty else { return [] }
-        var damaged = [Hash]()
+    /// The objects `bytes` names, if it parses.
+    private static func links(_ bytes: [UInt8]) -> [Hash] {
+        (try? ObjectLinks(bytes))?.named ?? []
+    }
+
+    /// Reads `hashes` from `backend` in requests sized by the objects' sizes, as a verification
+    /// reads blobs, and calls `body` with each: its bytes, `nil` if the store lacks it, or why the
+    /// adapter refused it (one that refuses a batch for a damaged object is read one at a time).
+    private static func read(_ hashes: [Hash], from backend: any Backend, _ body: (Hash, [UInt8]?, String?) throws -> Void) async throws {
+        guard !hashes.isEmpty else { return }
         var requests = BlobRequestSizer()
         let sizes = try await backend.objectSizes(hashes)
+        var refused = [Hash: String]()
         try await requests.inRequests(hashes, sizes: sizes, fetch: { request in
             do {
                 return try await backend.get(request)
             } catch let error as ArborError where error.code == .corruptObject {
-                // An adapter that refuses a batch for one damaged object; what it refuses is left out.
-                return try await backend.getOneAtATime(request).objects
+                let (objects, reasons) = try await backend.getOneAtATime(request)
+                refused.merge(reasons) { first, _ in first }
+                return objects
             }
         }) { request, objects in
-            for hash in request where objects[hash].map({ Hash.of($0) != hash }) ?? true { damaged.append(hash) }
+            for hash in request { try body(hash, objects[hash], refused[hash]) }
         }
-        return damaged
     }
 }
 
