@@ -2,6 +2,7 @@ import Arbor
 import ArborConformance
 import ArgumentParser
 import Foundation
+import Synchronization
 
 /// `arbor conformance URL [URL …] [--only CASE …] [--json]`: runs the conformance suite on
 /// scratch stores.
@@ -18,7 +19,7 @@ public struct ConformanceCommand: AsyncParsableCommand, Sendable {
             "pairs": [STORE]}, each STORE {"url" (for a pair "SOURCE → TARGET"), "capabilities", "passed", \
             "failed", "notApplicable", "milliseconds", "cases": [{"id", "result": "passed" | "failed" | \
             "notApplicable", "milliseconds", "message", "expected", "actual", "reason"}]}, absent members left \
-            out. Exits with 1 when a case failed. Ctrl-C stops the run once the case running has ended and \
+            out. On a terminal, a line on standard error shows how many cases have run. Exits with 1 when a case failed. Ctrl-C stops the run once the case running has ended and \
             wiped its stores (status 130, no report); a second Ctrl-C stops it at once.
             """)
 
@@ -88,14 +89,29 @@ public struct ConformanceCommand: AsyncParsableCommand, Sendable {
         let stores = try urls.map { ScratchStore(location: try StoreLocation(parsing: $0)) }
         try Self.refuseSharedStores(stores.map(\.location))
         for store in stores { try await store.prepare() }
+        // On a terminal, a line on standard error says how far the run is: it takes minutes.
+        let bar = ProgressBar(label: "conformance")
+        defer { bar.finish() }
         var reports = [ConformanceReport]()
         if let suiteCases {
+            let total = try ConformanceSuite.cases(only: suiteCases).count
             for store in stores {
-                reports.append(try await ConformanceSuite(adapter: store.adapter).run(only: suiteCases))
+                let tally = RunTally(name: store.location.redacted, total: total, unit: "cases")
+                reports.append(try await ConformanceSuite(adapter: store.adapter).run(only: suiteCases) { result in
+                    if case .failed = result.outcome { bar.show(tally.add(failed: true, last: result.caseID)) } else {
+                        bar.show(tally.add(failed: false, last: result.caseID))
+                    }
+                })
             }
         }
-        let pairs = matrixCases.isEmpty || stores.count < 2
-            ? [] : try await ConformanceMatrix(adapters: stores.map(\.adapter)).run(only: matrixCases)
+        var pairs = [ConformanceReport]()
+        if !matrixCases.isEmpty && stores.count >= 2 {
+            let tally = RunTally(name: "matrix", total: stores.count * (stores.count - 1), unit: "pairs")
+            pairs = try await ConformanceMatrix(adapters: stores.map(\.adapter)).run(only: matrixCases) { report in
+                bar.show(tally.add(failed: !report.succeeded, last: redacted(report.adapter)))
+            }
+        }
+        bar.finish()
         // Secrets are taken out of the JSON document's strings, not out of its text: a short
         // password would otherwise also match digits of numbers, or parts of member names.
         let text = format.json
@@ -152,5 +168,27 @@ public struct ConformanceCommand: AsyncParsableCommand, Sendable {
         case .object(let members): .object(members.map { (redacted($0.key), redacted($0.value)) })
         case .null, .bool, .number: document
         }
+    }
+}
+
+/// How far one store's suite (or the matrix) has run, for the progress line.
+final class RunTally: Sendable {
+    private let name: String
+    private let total: Int
+    private let unit: String
+    private let counts = Mutex((done: 0, failed: 0))
+
+    init(name: String, total: Int, unit: String) {
+        (self.name, self.total, self.unit) = (name, total, unit)
+    }
+
+    /// Counts one more result and returns the progress line: `sqlite:/tmp/s.sqlite  12/52 cases, 1 failed; last contract.enumerate`.
+    func add(failed: Bool, last: String) -> String {
+        let (done, failures) = counts.withLock { counts in
+            counts.done += 1
+            if failed { counts.failed += 1 }
+            return (counts.done, counts.failed)
+        }
+        return "\(Rendering.printable(name))  \(done)/\(total) \(unit), \(failures) failed; last \(Rendering.printable(last))"
     }
 }

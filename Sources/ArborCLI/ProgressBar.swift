@@ -21,9 +21,15 @@ final class ProgressBar: Sendable {
     }
 
     private func draw(_ progress: TransferProgress) {
+        show(progress.line)
+    }
+
+    /// Draws `text` after the label, over what the bar showed last (when enabled).
+    func show(_ text: String) {
+        guard isEnabled else { return }
         // Fitted to the terminal: a line that wraps leaves a new row at every redraw, as `\r`
         // goes back only to the start of its last row.
-        let line = "\r" + Self.fitted("\(label) " + progress.line, columns: Self.terminalColumns()) + "\u{1B}[K"
+        let line = "\r" + Self.fitted("\(label) " + text, columns: Self.terminalColumns()) + "\u{1B}[K"
         shown.withLock { shown in
             shown = true
             FileHandle.standardError.write(Data(line.utf8))

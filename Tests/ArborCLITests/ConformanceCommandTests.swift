@@ -1,5 +1,5 @@
 import Arbor
-import ArborCLI
+@testable import ArborCLI
 import ArborConformance
 import Foundation
 import Testing
@@ -198,5 +198,16 @@ import Testing
         let url = "postgres://user:s3cret-pw@127.0.0.1:1/nothing?connect_timeout=2"
         let unreachable = try #require(try ArborCommand.parseAsRoot(["conformance", url]) as? ConformanceCommand)
         await #expect { _ = try await unreachable.execute(&output) } throws: { !"\($0)".contains("s3cret-pw") }
+    }
+}
+
+/// The progress line `arbor conformance` shows on a terminal.
+@Suite struct ConformanceProgressTests {
+    @Test func theLineCountsCasesAndFailuresAndNamesTheLastCase() {
+        let tally = RunTally(name: "sqlite:/tmp/s.sqlite", total: 3, unit: "cases")
+        #expect(tally.add(failed: false, last: "contract.put") == "sqlite:/tmp/s.sqlite  1/3 cases, 0 failed; last contract.put")
+        #expect(tally.add(failed: true, last: "contract.delete") == "sqlite:/tmp/s.sqlite  2/3 cases, 1 failed; last contract.delete")
+        // A name another program chose cannot move the cursor or retitle the terminal.
+        #expect(!RunTally(name: "memory:", total: 1, unit: "pairs").add(failed: false, last: "a\u{1B}]0;x\u{7}").contains("\u{1B}"))
     }
 }
