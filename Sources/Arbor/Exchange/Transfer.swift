@@ -84,11 +84,13 @@ final class Transfer {
         try await fetch(hashes, from: source)
     }
 
-    /// `hashes` from `backend`, checked against their hashes, in requests of ``requestSize``.
-    private func fetch(_ hashes: [Hash], from backend: any Backend) async throws -> [Hash: [UInt8]] {
+    /// `hashes` from `backend`, checked against their hashes, in requests of ``requestSize``,
+    /// each counted in ``rounds`` with `countingRounds`.
+    private func fetch(_ hashes: [Hash], from backend: any Backend, countingRounds: Bool = false) async throws -> [Hash: [UInt8]] {
         var result = [Hash: [UInt8]](minimumCapacity: hashes.count)
         for chunk in hashes.chunks(of: Transfer.requestSize) {
             try Task.checkCancellation()
+            if countingRounds { rounds += 1 }
             result.merge(try await ObjectFetch.verified(chunk, from: backend)) { first, _ in first }
         }
         return result
@@ -99,8 +101,7 @@ final class Transfer {
     /// version older than what the exchange brings, which it need not read but for its time
     /// and root), and the target's is the one its heads build on.
     func fetchHeld(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
-        rounds += (hashes.count + Transfer.requestSize - 1) / Transfer.requestSize
-        return try await fetch(hashes, from: target)
+        try await fetch(hashes, from: target, countingRounds: true)
     }
 
     // MARK: History
