@@ -96,7 +96,7 @@ public struct ConformanceCommand: AsyncParsableCommand, Sendable {
         if let suiteCases {
             let total = try ConformanceSuite.cases(only: suiteCases).count
             for store in stores {
-                let tally = RunTally(name: store.location.redacted, total: total, unit: "cases")
+                let tally = RunTally(name: redacted(store.location.redacted), total: total, unit: "cases")
                 reports.append(try await ConformanceSuite(adapter: store.adapter).run(only: suiteCases) { result in
                     if case .failed = result.outcome { bar.show(tally.add(failed: true, last: result.caseID)) } else {
                         bar.show(tally.add(failed: false, last: result.caseID))

@@ -52,7 +52,8 @@ final class ProgressBar: Sendable {
     }
 
     /// `text` cut to fit in one row of `columns`, the last left free (a character there wraps
-    /// the cursor on some terminals). The line is ASCII but for the label, a command's name.
+    /// the cursor on some terminals). Counted in characters: a line with wide characters (a
+    /// store path in CJK, which `arbor conformance` shows) can still wrap.
     static func fitted(_ text: String, columns: Int) -> String {
         String(text.prefix(max(columns - 1, 1)))
     }

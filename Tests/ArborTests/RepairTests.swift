@@ -192,6 +192,80 @@ extension RepairTests {
     }
 }
 
+extension RepairTests {
+    /// A missing version whose index is here but was never read (the missing version hid it)
+    /// and lacks a node that no store holds: the version is left missing, as writing it would
+    /// make a version present with a node missing below it, which passes for whole.
+    @Test func anObjectNamingWhatNoStoreHoldsBelowAnIntactNodeIsNotWritten() async throws {
+        let store = Store(backend: MemoryBackend())
+        var changes = ChangeSet()
+        for index in 0..<3_000 { try changes.save(Task(id: "t\(index)", title: "task \(index)", done: false)) }
+        let head = try await store.commit(changes)
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        let rootBytes = try #require(try await store.backend.get([head.root])[head.root])
+        let lost = try #require(try ObjectLinks(rootBytes).children.last?.hash)
+        try await store.backend.delete([head.id, lost])
+        try await replica.backend.delete([lost])
+
+        let report = try await store.repair(from: replica)
+        #expect(!report.isIntact && report.objectsWritten == 0 && report.passes == 1)
+        #expect(report.unrepaired.map(\.hash) == [head.id])
+        #expect(report.unrepaired.first?.detail.contains("it names \(lost)") == true, "\(report.unrepaired)")
+    }
+
+    /// An engine that cannot tell the size of a damaged object (a delta whose length is damaged)
+    /// does not stop a repair: sizes only size the requests.
+    @Test func aStoreThatFailsToTellSizesIsRepaired() async throws {
+        let backend = SizeRefusingBackend(MemoryBackend())
+        let store = Store(backend: backend)
+        let version = try await store.save(Task(id: "t", title: "x", done: false))
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        try await backend.replace([(version.root, Array("damaged".utf8))])
+        let report = try await store.repair(from: replica)
+        #expect(report.isIntact && report.objectsWritten == 1)
+    }
+
+    /// A wrapper that changes what it stores sees a repair's writes (through its delete and put):
+    /// ForwardingBackend does not pass `replace` to the backend it wraps.
+    @Test func aWrapperThatChangesWhatItStoresSeesTheRepair() async throws {
+        let inner = MemoryBackend()
+        let backend = InvertingBackend(inner)
+        let store = Store(backend: backend)
+        let version = try await store.save(Task(id: "t", title: "x", done: false))
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        try await inner.replace([(version.root, Array("damaged".utf8))])
+        let report = try await store.repair(from: replica)
+        #expect(report.isIntact && report.objectsWritten == 1)
+        #expect(try await inner.get([version.root])[version.root] != (try await backend.get([version.root])[version.root]))
+        #expect(try await Store(backend: backend).value(Task.self, id: "t")?.title == "x")
+    }
+}
+
+/// Throws for every size asked, as LMDB does for a delta whose length prefix is damaged.
+final class SizeRefusingBackend: ForwardingBackend {
+    let inner: any Backend
+    init(_ inner: any Backend) { self.inner = inner }
+    func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? {
+        throw ArborError(.corruptObject, "a damaged length")
+    }
+}
+
+/// Stores every byte inverted: a wrapper that changes what it stores, as compression would.
+final class InvertingBackend: ForwardingBackend {
+    let inner: any Backend
+    init(_ inner: any Backend) { self.inner = inner }
+    func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
+        try await inner.get(hashes).mapValues { $0.map { ~$0 } }
+    }
+    func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
+        try await inner.put(objects.map { ($0.hash, $0.bytes.map { ~$0 }) })
+    }
+    func objectSizes(_ hashes: [Hash]) async throws -> [Hash: Int]? { nil }
+}
+
 /// Records the hashes `replace` writes, in order.
 final class ReplaceRecordingBackend: ForwardingBackend {
     let inner: any Backend

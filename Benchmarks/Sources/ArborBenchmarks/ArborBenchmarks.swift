@@ -7,8 +7,9 @@ struct ArborBenchmarks {
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
         // Children of the transfer benchmark, run in a process of their own to measure its memory.
-        if arguments.count == 3, ["migrate-child", "copy-child", "build", "verify-child", "gc-child"].contains(arguments[0]) {
+        if arguments.count == 3, ["migrate-child", "copy-child", "build", "verify-child", "gc-child", "repair-child"].contains(arguments[0]) {
             do {
+                if arguments[0] == "repair-child" { try await IntegrityBenchmark.repairChild(arguments[1], from: arguments[2]); exit(0) }
                 if arguments[0] == "verify-child" { try await IntegrityBenchmark.verifyChild(arguments[1]); exit(0) }
                 if arguments[0] == "gc-child" { try await IntegrityBenchmark.gcChild(arguments[1]); exit(0) }
                 if arguments[0] == "build", let count = Int(arguments[2]) {

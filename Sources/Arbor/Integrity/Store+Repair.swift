@@ -1,7 +1,7 @@
 /// What ``Store/repair(from:progress:)`` did.
 public struct RepairReport: Sendable {
     /// Objects written from the replica: the damaged ones it held intact, and what they name
-    /// that the store lacked.
+    /// that the store lacked or held damaged.
     public var objectsWritten = 0
     public var bytesWritten = 0
     /// Verifications run: one, then one more after each round of writes.
@@ -42,10 +42,11 @@ extension Store {
     /// Garbage collection refuses a damaged store: repair it first.
     ///
     /// - Complexity: one verification (O(*N*) object reads for the *N* objects reachable) per
-    ///   pass: one for an intact store, else two (the second checks what the first round wrote),
-    ///   and one more only where the objects written turn out damaged in ways a hash does not
-    ///   show. A round reads what damage hid, and holds the objects it writes in memory: to
-    ///   replace most of a store, clone the replica instead.
+    ///   pass: one when there is nothing to write, else two (the second checks what the first
+    ///   round wrote; a third only where that round found more to write, as when the store changed
+    ///   meanwhile). A round reads what damage hid (a history hidden behind a damaged head set one
+    ///   generation per request), and holds the objects it writes in memory: to replace most of a
+    ///   store, clone the replica instead.
     public func repair(from replica: Store, progress: TransferProgressHandler? = nil) async throws -> RepairReport {
         let started = ContinuousClock.now
         var report = RepairReport()
@@ -53,6 +54,7 @@ extension Store {
         // these has nothing left to mend.
         var reasons = [Hash: String]()
         var written = Set<Hash>()
+        var blocked = Set<Hash>()
         while true {
             var walk = IntegrityWalk(backend: backend, progress: progress)
             walk.decodesRecords = true
@@ -71,10 +73,16 @@ extension Store {
                 let round = try await repairRound(of: wanted, from: replica, reached: walk.reached)
                 objects = round.objects
                 for (hash, reason) in round.refused { reasons[hash] = reason }
+                let missing = Set(damage.lazy.filter { $0.kind == .missing }.map(\.hash))
                 for hash in round.sound {
-                    reasons[hash] = "its bytes here match its hash: what is wrong is in the object or in what names it, on every replica"
+                    reasons[hash] = missing.contains(hash)
+                        ? "present now: written since the verification"
+                        : "its bytes here match its hash: what is wrong is in the object or in what names it, on every replica"
                 }
-                for (hash, lacking) in round.blocked { reasons[hash] = "left as it is: it names \(lacking), which neither store can give intact" }
+                for (hash, lacking) in round.blocked {
+                    reasons[hash] = "left as it is: it names \(lacking), which neither store can give intact"
+                    blocked.insert(hash)
+                }
                 for hash in wanted where reasons[hash] == nil { reasons[hash] = "written from the replica" }
             }
             // With nothing new to write, another verification would find what this one found.
@@ -99,6 +107,10 @@ extension Store {
                 report.bytesWritten += batch.reduce(0) { $0 + $1.bytes.count }
             }
             written.formUnion(objects.lazy.map(\.hash))
+            // What this round wrote may be what a blocked object was waiting for (a delta that
+            // read damaged through a base now mended): the next pass asks again.
+            for hash in blocked { reasons[hash] = nil }
+            blocked = []
         }
     }
 
@@ -136,7 +148,11 @@ extension Store {
                 if wanted.contains(hash) { return round.sound.append(hash) }
                 // Sound, and walked by the verification: so is what it names.
                 guard !reached.contains(hash) else { return }
-                for link in Self.links(bytes) where queued.insert(link).inserted { named.append(link) }
+                // Followed, and its links kept (not its bytes): what it names may be missing
+                // for good, and then so may be what names it.
+                let links = Self.links(bytes)
+                names[hash] = links
+                for link in links where queued.insert(link).inserted { named.append(link) }
             }
             try await Self.read(toFetch, from: replica.backend) { hash, bytes, refusal in
                 if let refusal {
@@ -159,8 +175,9 @@ extension Store {
             (toCheck, toFetch) = (named, damagedHere)
         }
         // Children first: a depth-first walk that gives each object after everything it names,
-        // and leaves out one that names what neither store can give (or such an object): written,
-        // it would be present with its children missing, which an exchange takes as whole.
+        // and leaves out one that names, directly or through objects here that it names, what
+        // neither store can give: written, it would be present with a descendant missing, which
+        // an exchange takes as whole.
         round.objects.reserveCapacity(fetched.count)
         var placed = Set<Hash>()
         for start in fetched.keys.sorted() where !placed.contains(start) {
@@ -171,14 +188,13 @@ extension Store {
                 if top.next < links.count {
                     stack[stack.count - 1].next += 1
                     let link = links[top.next]
-                    if fetched[link] != nil, placed.insert(link).inserted { stack.append((link, 0)) }
+                    if names[link] != nil, placed.insert(link).inserted { stack.append((link, 0)) }
                     continue
                 }
                 stack.removeLast()
-                guard let bytes = fetched[top.hash] else { continue }
                 if let lacking = links.lazy.compactMap({ link in round.refused[link] != nil ? link : round.blocked[link] }).first {
                     round.blocked[top.hash] = lacking
-                } else {
+                } else if let bytes = fetched[top.hash] {
                     round.objects.append((top.hash, bytes))
                 }
             }
@@ -197,9 +213,19 @@ extension Store {
     private static func read(_ hashes: [Hash], from backend: any Backend, _ body: (Hash, [UInt8]?, String?) throws -> Void) async throws {
         guard !hashes.isEmpty else { return }
         var requests = BlobRequestSizer()
-        let sizes = try await backend.objectSizes(hashes)
+        // As a verification asks: an engine may fail to tell the size of a damaged object.
+        let sizes = (try? await backend.objectSizes(hashes)) ?? nil
+        var present = hashes
+        if sizes == nil {
+            // Requests grow from the sizes read, so absent objects (a missing subtree) would be
+            // asked one at a time: they are set apart first, in one request per thousand.
+            var held = Set<Hash>()
+            for chunk in hashes.chunks(of: Transfer.requestSize) { held.formUnion(try await backend.contains(chunk)) }
+            present = hashes.filter(held.contains)
+            for hash in hashes where !held.contains(hash) { try body(hash, nil, nil) }
+        }
         var refused = [Hash: String]()
-        try await requests.inRequests(hashes, sizes: sizes, fetch: { request in
+        try await requests.inRequests(present, sizes: sizes, fetch: { request in
             do {
                 return try await backend.get(request)
             } catch let error as ArborError where error.code == .corruptObject {
