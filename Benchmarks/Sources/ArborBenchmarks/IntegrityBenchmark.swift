@@ -5,7 +5,7 @@ import Foundation
 /// each engine, each run in a child process that reports its own peak memory; then `gc` of the
 /// same objects as garbage (copied into a store whose heads are then removed), a sweep of all;
 /// then `repair` of the store with one object in a hundred deleted and one in a thousand
-/// corrupted, from a copy of it on the same engine, beside its own `verify`. JSON stores are
+/// corrupted, from a copy of it on the same engine made before, beside its own `verify`. JSON stores are
 /// built with `jsonRecords`, as JSON writes a file per object.
 struct IntegrityBenchmark {
     var transfer: TransferBenchmark
@@ -39,18 +39,18 @@ struct IntegrityBenchmark {
             try await emptied.close()
             let sweep = try await transfer.child(["gc-child", garbage, "-"])
             // A repair: the store damaged (one object in a hundred gone, one in a thousand
-            // overwritten), mended from the garbage store's copy, whose heads are set back.
+            // overwritten), mended from a copy made before (the sweep emptied the other).
+            let (replica, replicaCleanup) = try transfer.makeLocation(engine, "replica")
+            defer { replicaCleanup() }
+            _ = try await transfer.child(["copy-child", url, replica])
             let damaged = try TransferBenchmark.open(url, create: false)
-            let copy = try TransferBenchmark.open(garbage, create: false)
-            _ = try await copy.backend.compareAndSwap(ref: "heads", expected: nil, new: try await damaged.backend.refs()["heads"])
-            try await copy.close()
             let hashes = try await damaged.backend.allHashes().sorted()
             let removed = stride(from: 0, to: hashes.count, by: 100).map { hashes[$0] }
             try await damaged.backend.delete(removed)
             let overwritten = stride(from: 50, to: hashes.count, by: 1_000).map { (hashes[$0], Array("damaged".utf8)) }
             try await damaged.backend.replace(overwritten)
             try await damaged.close()
-            let repair = try await transfer.child(["repair-child", url, garbage])
+            let repair = try await transfer.child(["repair-child", url, replica])
             print(String(format: "%-8@ %9d %9.0f %10.2f %13.0f %9.2f %8.0f %9.2f %8.0f", engine, count, verify["objects"] ?? 0,
                          verify["seconds"] ?? 0, verify["peakAnonMB"] ?? 0, gc["seconds"] ?? 0, gc["removed"] ?? 0,
                          sweep["seconds"] ?? 0, sweep["removed"] ?? 0))
