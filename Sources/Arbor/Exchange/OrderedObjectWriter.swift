@@ -28,10 +28,15 @@ final class OrderedObjectWriter {
     /// Seconds the backend spent storing the batches that have landed.
     private(set) var writeSeconds: Double = 0
 
-    init(backend: any Backend, maxObjects: Int, maxBytes: Int) {
+    /// Whether batches go through ``Backend/replace(_:)``, over what the store holds (a
+    /// repair), rather than ``Backend/put(_:)``.
+    private let replacing: Bool
+
+    init(backend: any Backend, maxObjects: Int, maxBytes: Int, replacing: Bool = false) {
         self.backend = backend
         self.maxObjects = maxObjects
         self.maxBytes = maxBytes
+        self.replacing = replacing
     }
 
     /// Whether `hash` was added and may not be stored yet.
@@ -57,11 +62,12 @@ final class OrderedObjectWriter {
         pending = []
         pendingBytes = 0
         let recording = record != nil
+        let replacing = replacing
         inFlight = Task {
             // Parsed while the backend stores the batch.
             async let named = recording ? CopyRecord.names(of: batch) : []
             let started = ContinuousClock.now
-            try await backend.put(batch)
+            if replacing { try await backend.replace(batch) } else { try await backend.put(batch) }
             let seconds = started.secondsUntilNow
             return (seconds, try await named)
         }

@@ -101,11 +101,13 @@ extension Store {
                 report.seconds = started.secondsUntilNow
                 return report
             }
-            for batch in objects.batches(within: backend.writeBatchLimit) {
-                try await backend.replace(Array(batch))
-                report.objectsWritten += batch.count
-                report.bytesWritten += batch.reduce(0) { $0 + $1.bytes.count }
-            }
+            // In order, in batches within the store's limit, as a transfer writes.
+            let limit = backend.writeBatchLimit
+            let writer = OrderedObjectWriter(backend: backend, maxObjects: max(1, limit.objects), maxBytes: max(1, limit.bytes), replacing: true)
+            for object in objects { try await writer.add(object.hash, object.bytes) }
+            try await writer.finish()
+            report.objectsWritten += writer.objectsWritten
+            report.bytesWritten += writer.bytesWritten
             written.formUnion(objects.lazy.map(\.hash))
             // What this round wrote may be what a blocked object was waiting for (a delta that
             // read damaged through a base now mended): the next pass asks again.
@@ -204,7 +206,7 @@ extension Store {
 
     /// The objects `bytes` names, if it parses.
     private static func links(_ bytes: [UInt8]) -> [Hash] {
-        (try? ObjectLinks(bytes))?.named ?? []
+        (try? ObjectLinks(bytes))?.all ?? []
     }
 
     /// Reads `hashes` from `backend` in requests sized by the objects' sizes, as a verification
@@ -236,35 +238,5 @@ extension Store {
         }) { request, objects in
             for hash in request { try body(hash, objects[hash], refused[hash]) }
         }
-    }
-}
-
-extension Array where Element == (hash: Hash, bytes: [UInt8]) {
-    /// The objects in order, in consecutive batches within `limit`'s count and bytes (a batch
-    /// ends with the object that reaches the bytes).
-    func batches(within limit: WriteBatchLimit) -> [ArraySlice<Element>] {
-        var result = [ArraySlice<Element>]()
-        var start = startIndex, bytes = 0
-        for index in indices {
-            bytes += self[index].bytes.count
-            if index - start + 1 >= limit.objects || bytes >= limit.bytes {
-                result.append(self[start...index])
-                (start, bytes) = (index + 1, 0)
-            }
-        }
-        if start < endIndex { result.append(self[start...]) }
-        return result
-    }
-}
-
-extension ObjectLinks {
-    /// Every object this one names: children, blobs, a commit's root and parents, a head set's heads.
-    var named: [Hash] {
-        var result = children.map(\.hash)
-        result += blobs
-        if let root { result.append(root) }
-        result += parents
-        result += heads
-        return result
     }
 }
