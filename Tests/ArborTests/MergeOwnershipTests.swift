@@ -529,3 +529,91 @@ import Testing
         #expect(try await store.verify().isIntact)
     }
 }
+
+/// A card on a ``KanbanBoardOfLanes``.
+private struct LaneCard: Storable, Equatable {
+    var id: String
+    var title: String
+}
+
+/// A lane of cards: a struct in an array that holds its children in an array of its own.
+private struct Lane: Codable, Equatable, Sendable {
+    var name: String
+    var cards: [LaneCard]
+}
+
+/// A column of a ``KanbanBoardOfLanes``: a key that is neither a string nor an integer, so a
+/// dictionary keyed by it encodes as an array of keys and values (stored as pairs, as it names
+/// records).
+private enum Column: String, Codable, Sendable { case todo, doing, done }
+
+/// A board with its cards both in a dictionary of arrays and in lanes.
+private struct KanbanBoardOfLanes: Storable, Equatable {
+    var id: String
+    var columns: [Column: [LaneCard]] = [:]
+    var lanes: [Lane] = []
+}
+
+extension MergeOwnershipTests {
+    /// One side moves the only card of column `todo` and of lane `x` to another board and
+    /// deletes the board; the other adds a column and a lane, and the merge keeps the board as
+    /// that side has it: the board lets the moved cards go and keeps column `todo` and lane `x`,
+    /// empty. A dictionary's key whose value is an array, and a struct whose array held the
+    /// child, are not the child's wrappers.
+    @Test(arguments: [MergeStrategy.mostRecent, .theirs])
+    func aColumnEmptiedByAMoveKeepsItsKeyWhenItsBoardLetsTheCardGo(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        let (todo, doing, inLane, other) = (LaneCard(id: "c1", title: "todo"), LaneCard(id: "c2", title: "doing"), LaneCard(id: "c3", title: "lane"), LaneCard(id: "c4", title: "other lane"))
+        let base = try await store.change(on: nil) {
+            try $0.save(KanbanBoardOfLanes(id: "a", columns: [.todo: [todo], .doing: [doing]], lanes: [Lane(name: "x", cards: [inLane]), Lane(name: "y", cards: [other])]))
+            try $0.save(KanbanBoardOfLanes(id: "b"))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(KanbanBoardOfLanes(id: "b", columns: [.todo: [todo]], lanes: [Lane(name: "x", cards: [inLane])]))
+            try $0.delete(KanbanBoardOfLanes.self, id: "a")
+        }
+        let theirs = try await store.change(on: base) {
+            try $0.save(KanbanBoardOfLanes(id: "a", columns: [.todo: [todo], .doing: [doing], .done: []], lanes: [Lane(name: "x", cards: [inLane]), Lane(name: "y", cards: [other]), Lane(name: "z", cards: [])]))
+        }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        let board = try #require(try await store.value(KanbanBoardOfLanes.self, id: "a", at: merged.id))
+        #expect(board.columns == [.todo: [], .doing: [doing], .done: []])
+        let stored = try #require(try await store.record(RecordKey(type: KanbanBoardOfLanes.typeName, id: "a"), at: merged.id))
+        guard case .array(let pairs)? = stored.properties["columns"], case .array(let pair)? = pairs.first else { throw ArborError(.invalidInput, "columns not stored as pairs") }
+        #expect(pairs.count == 3 && pair.count == 2)
+        #expect(board.lanes == [Lane(name: "x", cards: []), Lane(name: "y", cards: [other]), Lane(name: "z", cards: [])])
+        #expect(try await store.value(KanbanBoardOfLanes.self, id: "b", at: merged.id) == KanbanBoardOfLanes(id: "b", columns: [.todo: [todo]], lanes: [Lane(name: "x", cards: [inLane])]))
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// What an array lets go with a child: the entries that hold it outside arrays, and nothing
+    /// else.
+    @Test func anArrayLetsAChildGoWithTheEntryThatHoldsItOutsideArraysOnly() {
+        let (c1, c2) = (RecordKey(type: "Card", id: "c1"), RecordKey(type: "Card", id: "c2"))
+        let (one, two) = (PropertyValue.child(c1), PropertyValue.child(c2))
+        // (value, without c1; nil: cannot let it go)
+        let cases: [(PropertyValue, PropertyValue?)] = [
+            (.array([one, two]), .array([two])),
+            // Wrapped: `{card, note}`, and a dictionary whose values are children.
+            (.array([.map(["card": one, "note": .string("n")]), .map(["card": two, "note": .string("m")])]), .array([.map(["card": two, "note": .string("m")])])),
+            (.array([.array([.string("a"), one]), .array([.string("b"), two])]), .array([.array([.string("b"), two])])),
+            (.array([.map(["inner": .map(["card": one])])]), .array([])),
+            // In an array of the entry's own: a lane, a dictionary of arrays, an array of arrays.
+            (.array([.map(["name": .string("x"), "cards": .array([one])])]), .array([.map(["name": .string("x"), "cards": .array([])])])),
+            (.array([.array([.string("a"), .array([one])]), .array([.string("b"), .array([one, two])])]), .array([.array([.string("a"), .array([])]), .array([.string("b"), .array([two])])])),
+            (.array([.array([.string("a"), .array([one, two])])]), .array([.array([.string("a"), .array([two])])])),
+            (.array([.array([one, two]), .array([two])]), .array([.array([two]), .array([two])])),
+            (.array([.array([one])]), .array([.array([])])),
+            // With another child outside arrays, or held by a property itself: not alone.
+            (.array([.map(["card": one, "other": two])]), nil),
+            (.array([.array([.string("a"), .map(["card": one, "other": two])])]), nil),
+            (one, nil),
+            (.map(["card": one]), nil),
+        ]
+        for (value, expected) in cases {
+            #expect(value.droppingElement(c1, wholeEntries: true) == expected, "\(value)")
+        }
+    }
+}
