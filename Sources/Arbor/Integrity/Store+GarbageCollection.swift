@@ -307,15 +307,8 @@ extension Store {
         var ranked = [(rank: (kind: Int, order: UInt64, counter: UInt32), hash: Hash, bytes: [UInt8]?)]()
         ranked.reserveCapacity(hashes.count)
         for chunk in hashes.chunks(of: Transfer.requestSize) {
-            let fetched: [Hash: [UInt8]]
-            do {
-                fetched = try await backend.get(chunk)
-            } catch let error as ArborError where error.code == .corruptObject {
-                // One at a time, to tell the damaged ones from the rest.
-                let (readable, refused) = try await backend.getOneAtATime(chunk)
-                for hash in chunk where refused[hash] != nil { ranked.append(((-1, 0, 0), hash, nil)) }
-                fetched = readable
-            }
+            let (fetched, refused) = try await backend.getTellingRefusals(chunk)
+            for hash in chunk where refused[hash] != nil { ranked.append(((-1, 0, 0), hash, nil)) }
             for (hash, bytes) in fetched { ranked.append((Self.sweepRank(bytes), hash, bytes)) }
         }
         ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.hash < $1.hash }
@@ -386,12 +379,7 @@ extension Store {
         }
         var pending = [Hash]()
         for chunk in strays.chunks(of: Transfer.requestSize) {
-            let objects: [Hash: [UInt8]]
-            do {
-                objects = try await backend.get(chunk)
-            } catch let error as ArborError where error.code == .corruptObject {
-                objects = try await backend.getOneAtATime(chunk).objects
-            }
+            let objects = try await backend.getTellingRefusals(chunk).objects
             for bytes in objects.values { pending += ((try? ObjectLinks(bytes).all) ?? []).filter { removed[$0] != nil } }
         }
         var closure = Set<Hash>()

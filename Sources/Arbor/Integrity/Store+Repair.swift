@@ -228,13 +228,9 @@ extension Store {
         }
         var refused = [Hash: String]()
         try await requests.inRequests(present, sizes: sizes, fetch: { request in
-            do {
-                return try await backend.get(request)
-            } catch let error as ArborError where error.code == .corruptObject {
-                let (objects, reasons) = try await backend.getOneAtATime(request)
-                refused.merge(reasons) { first, _ in first }
-                return objects
-            }
+            let (objects, reasons) = try await backend.getTellingRefusals(request)
+            refused.merge(reasons) { first, _ in first }
+            return objects
         }) { request, objects in
             for hash in request { try body(hash, objects[hash], refused[hash]) }
         }

@@ -195,15 +195,11 @@ struct IntegrityWalk: Sendable {
         for hash in hashes where reached.insert(hash).inserted { fresh.append(hash) }
         var intact = [Hash: [UInt8]](minimumCapacity: fresh.count)
         for chunk in fresh.chunks(of: Transfer.requestSize) {
-            var objects: [Hash: [UInt8]]
-            var refused = [Hash: String]()
-            do {
-                objects = versions ? try await historyReader.uncheckedObjects(chunk) : try await backend.get(chunk)
-            } catch let error as ArborError where error.code == .corruptObject {
-                // An adapter that checks what it reads (the JSON files) refuses a damaged object
-                // and with it the batch: read one at a time, each refusal is damage to report.
-                (objects, refused) = try await backend.getOneAtATime(chunk)
-            }
+            // An adapter that checks what it reads (the JSON files) refuses a damaged object
+            // and with it the batch: read one at a time, each refusal is damage to report.
+            let (objects, refused) = versions
+                ? try await backend.getTellingRefusals(chunk) { try await historyReader.uncheckedObjects($0) }
+                : try await backend.getTellingRefusals(chunk)
             for hash in chunk {
                 report.reachableObjects += 1
                 if let reason = refused[hash] {
@@ -304,14 +300,8 @@ struct IntegrityWalk: Sendable {
         // checked as that; read it again to count its records, and to find a root that is not
         // an index node at all. Rare: each node is still read once per role.
         if !elsewhere.isEmpty {
-            let objects: [Hash: [UInt8]]
-            do {
-                objects = try await backend.get(elsewhere)
-            } catch let error as ArborError where error.code == .corruptObject {
-                // As in fetch: an adapter that refuses a damaged object refuses the batch; one at
-                // a time, a refused root (already reported when first reached) is left out.
-                objects = try await backend.getOneAtATime(elsewhere).objects
-            }
+            // As in fetch, a refused root (already reported when first reached) is left out.
+            let objects = try await backend.getTellingRefusals(elsewhere).objects
             for root in elsewhere {
                 // Missing or not matching its hash: reported when first reached.
                 guard let bytes = objects[root], Hash.of(bytes) == root else { continue }
