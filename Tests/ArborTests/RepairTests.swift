@@ -283,6 +283,27 @@ extension RepairTests {
     }
 }
 
+extension RepairTests {
+    /// A damaged head set hides the whole history from the verification: the round reads it
+    /// through the backend's ancestry, many generations per request, not one request per version.
+    @Test func aHistoryHiddenBehindADamagedHeadSetIsReadManyGenerationsPerRequest() async throws {
+        let backend = CountingBackend(MemoryBackend())
+        let store = Store(backend: backend)
+        for index in 0..<300 { _ = try await store.save(Task(id: "t\(index % 7)", title: "version \(index)", done: false)) }
+        let replica = Store(backend: MemoryBackend())
+        try await store.exchange(to: replica)
+        let headSet = try #require(try await backend.refs()[RefName.heads])
+        try await backend.replace([(headSet, Array("damaged".utf8))])
+        backend.reset()
+
+        let report = try await store.repair(from: replica)
+        #expect(report.isIntact && report.objectsWritten == 1 && report.passes == 2)
+        // Two verifications and a round: 18 requests here; one per version would be over 300.
+        #expect(backend.getCalls + backend.ancestryCalls < 40, "\(backend.getCalls) gets, \(backend.ancestryCalls) ancestry requests")
+        #expect(try await store.log().count == 300)
+    }
+}
+
 /// Throws for every size asked, as LMDB does for a delta whose length prefix is damaged.
 final class SizeRefusingBackend: ForwardingBackend {
     let inner: any Backend

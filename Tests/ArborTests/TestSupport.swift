@@ -5,7 +5,7 @@ import Synchronization
 /// A backend wrapper that counts the objects read and written through it.
 final class CountingBackend: ForwardingBackend {
     let inner: any Backend
-    private let counters = Mutex((gets: 0, puts: 0, getCalls: 0, asked: 0, putsAll: 0))
+    private let counters = Mutex((gets: 0, puts: 0, getCalls: 0, asked: 0, putsAll: 0, ancestryCalls: 0))
 
     init(_ inner: any Backend = MemoryBackend()) { self.inner = inner }
 
@@ -15,9 +15,11 @@ final class CountingBackend: ForwardingBackend {
     /// Every object put, also those the store held already.
     var objectsPut: Int { counters.withLock { $0.putsAll } }
     var getCalls: Int { counters.withLock { $0.getCalls } }
+    /// Requests through ``Backend/ancestry(of:limit:)`` (their objects are not in ``objectsRead``).
+    var ancestryCalls: Int { counters.withLock { $0.ancestryCalls } }
     /// Hashes asked about with `contains`.
     var hashesAsked: Int { counters.withLock { $0.asked } }
-    func reset() { counters.withLock { $0 = (0, 0, 0, 0, 0) } }
+    func reset() { counters.withLock { $0 = (0, 0, 0, 0, 0, 0) } }
 
     func contains(_ hashes: [Hash]) async throws -> Set<Hash> {
         counters.withLock { $0.asked += hashes.count }
@@ -27,6 +29,10 @@ final class CountingBackend: ForwardingBackend {
     func get(_ hashes: [Hash]) async throws -> [Hash: [UInt8]] {
         counters.withLock { $0.gets += hashes.count; $0.getCalls += 1 }
         return try await inner.get(hashes)
+    }
+    func ancestry(of hashes: [Hash], limit: Int) async throws -> [Hash: [UInt8]] {
+        counters.withLock { $0.ancestryCalls += 1 }
+        return try await inner.ancestry(of: hashes, limit: limit)
     }
     func put(_ objects: [(hash: Hash, bytes: [UInt8])]) async throws {
         let fresh = try await objects.count - inner.contains(objects.map(\.hash)).count

@@ -44,8 +44,9 @@ extension Store {
     /// - Complexity: one verification (O(*N*) object reads for the *N* objects reachable) per
     ///   pass: one when there is nothing to write, else two (the second checks what the first
     ///   round wrote; a third only where that round found more to write, as when the store changed
-    ///   meanwhile). A round reads what damage hid (a history hidden behind a damaged head set one
-    ///   generation per request), and holds the objects it writes in memory: to replace most of a
+    ///   meanwhile). A round reads what damage hid (a history hidden behind a damaged head set through
+    ///   ``Backend/ancestry(of:limit:)``, many generations per request where the backend follows
+    ///   parents itself), and holds the objects it writes in memory: to replace most of a
     ///   store, clone the replica instead.
     public func repair(from replica: Store, progress: TransferProgressHandler? = nil) async throws -> RepairReport {
         let started = ContinuousClock.now
@@ -141,20 +142,43 @@ extension Store {
         let wanted = Set(hashes)
         var queued = wanted
         var toCheck = hashes
+        // Commits a head set or commit here names, read through a history reader: a history
+        // hidden behind damage is read many generations per request where the backend follows
+        // parents itself (PostgreSQL), not one.
+        var versionsToCheck = [Hash]()
         var toFetch = [Hash]()
-        while !toCheck.isEmpty || !toFetch.isEmpty {
+        var history = HistoryReader(backend)
+        while !toCheck.isEmpty || !versionsToCheck.isEmpty || !toFetch.isEmpty {
             var named = [Hash]()
+            var namedVersions = [Hash]()
             var damagedHere = [Hash]()
-            try await Self.read(toCheck, from: backend) { hash, bytes, _ in
+            /// Notes what `links` names to read here next: commits apart from the rest.
+            func follow(_ links: ObjectLinks?) {
+                let versions = links.map { $0.kind == .commit ? $0.parents : $0.kind == .headSet ? $0.heads : [] } ?? []
+                for link in links?.all ?? [] where queued.insert(link).inserted {
+                    if versions.contains(link) { namedVersions.append(link) } else { named.append(link) }
+                }
+            }
+            func checkHere(_ hash: Hash, _ bytes: [UInt8]?) {
                 guard let bytes, Hash.of(bytes) == hash else { return damagedHere.append(hash) }
                 if wanted.contains(hash) { return round.sound.append(hash) }
                 // Sound, and walked by the verification: so is what it names.
                 guard !reached.contains(hash) else { return }
                 // Followed, and its links kept (not its bytes): what it names may be missing
                 // for good, and then so may be what names it.
-                let links = Self.links(bytes)
-                names[hash] = links
-                for link in links where queued.insert(link).inserted { named.append(link) }
+                let links = try? ObjectLinks(bytes)
+                names[hash] = links?.all ?? []
+                follow(links)
+            }
+            try await Self.read(toCheck, from: backend) { hash, bytes, _ in checkHere(hash, bytes) }
+            // The history here, to its end or its damage, before the trees its versions name:
+            // those are then read together, level by level, not version by version.
+            var versions = versionsToCheck + namedVersions
+            namedVersions = []
+            while !versions.isEmpty {
+                let read = try await backend.getTellingRefusals(versions) { try await history.uncheckedObjects($0) }.objects
+                for hash in versions { checkHere(hash, read[hash]) }
+                (versions, namedVersions) = (namedVersions, [])
             }
             try await Self.read(toFetch, from: replica.backend) { hash, bytes, refusal in
                 if let refusal {
@@ -167,14 +191,14 @@ extension Store {
                     fetched[hash] = bytes
                     // What it names, if it parses: one that does not is written all the same,
                     // and the next verification says so.
-                    let links = Self.links(bytes)
-                    names[hash] = links
-                    for link in links where queued.insert(link).inserted { named.append(link) }
+                    let links = try? ObjectLinks(bytes)
+                    names[hash] = links?.all ?? []
+                    follow(links)
                 } else {
                     round.refused[hash] = "the replica does not hold it"
                 }
             }
-            (toCheck, toFetch) = (named, damagedHere)
+            (toCheck, versionsToCheck, toFetch) = (named, namedVersions, damagedHere)
         }
         // Children first: a depth-first walk that gives each object after everything it names,
         // and leaves out one that names, directly or through objects here that it names, what
@@ -202,11 +226,6 @@ extension Store {
             }
         }
         return round
-    }
-
-    /// The objects `bytes` names, if it parses.
-    private static func links(_ bytes: [UInt8]) -> [Hash] {
-        (try? ObjectLinks(bytes))?.all ?? []
     }
 
     /// Reads `hashes` from `backend` in requests sized by the objects' sizes, as a verification
