@@ -950,7 +950,7 @@ private struct Forgiving: Storable {
 
 /// A value whose `encode(to:)` writes its key `slot` twice: a child, then what `then` says.
 private struct Rewriting: Storable {
-    enum Then { case value(Priced), nestedContainer, arrayThenMap(Priced) }
+    enum Then { case value(Priced), nestedContainer, arrayThenMap(Priced), moved(Priced), swallowedFailure(Priced), alsoElsewhere(Priced) }
     var id: String
     var first: Priced
     var then: Then?
@@ -977,6 +977,14 @@ private struct Rewriting: Storable {
             try list.encode(child)
             var nested = container.nestedContainer(keyedBy: NoteKeys.self, forKey: .other)
             try nested.encode("replaced", forKey: .note)
+        case .moved(let child):
+            try container.encodeNil(forKey: .slot)
+            var list = container.nestedUnkeyedContainer(forKey: .other)
+            try list.encode(child)
+        case .swallowedFailure(let child):
+            try? container.encode(child, forKey: .slot)
+        case .alsoElsewhere(let child):
+            try container.encode(child, forKey: .other)
         case nil: break
         }
     }
@@ -986,4 +994,121 @@ private struct Rewriting: Storable {
 private struct Line: Codable {
     var item: Priced
     var price: Decimal
+}
+
+extension CodingTests {
+    /// A child written again by the record that holds it (a custom `encode(to:)` writing a key
+    /// twice, or moving a child to another key; a subclass re-encoding its superclass's key),
+    /// the last write winning as in Foundation's encoders: one record, as the surviving write
+    /// has it, with its own children once.
+    @Test func aChildWrittenAgainByItsHolderIsKeptAsTheLastWriteHasIt() async throws {
+        let again = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .value(Priced(id: "a", price: 2))))
+        #expect(again.map(\.key.description) == ["Rewriting/r", "Priced/a"])
+        #expect(again[0].properties["slot"] == .child(RecordKey(type: "Priced", id: "a")))
+        #expect(again[1].properties["price"] == .string("2"))
+
+        let moved = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .moved(Priced(id: "a", price: 3))))
+        #expect(moved.map(\.key.description) == ["Rewriting/r", "Priced/a"])
+        #expect(moved[0].properties["slot"] == .null)
+        #expect(moved[0].properties["other"] == .array([.child(RecordKey(type: "Priced", id: "a"))]))
+        #expect(moved[1].properties["price"] == .string("3"))
+
+        // The second write failed and was swallowed: the first stands.
+        let failed = try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .swallowedFailure(Priced(id: "a", price: .nan))))
+        #expect(failed.map(\.key.description) == ["Rewriting/r", "Priced/a"])
+        #expect(failed[1].properties["price"] == .string("1"))
+
+        // A child with children of its own, written twice: each record once, as last written.
+        let note = Note(id: "n", text: "second", attachments: [Attachment(id: "x", data: Data([2]))])
+        let nested = try RecordEncoder.records(of: WritingTwice(id: "w", first: Note(id: "n", text: "first", attachments: [Attachment(id: "x", data: Data([1]))]), second: note))
+        #expect(nested.map(\.key.description) == ["WritingTwice/w", "Note/n", "Attachment/x"])
+        #expect(nested[1].properties["text"] == .string("second") && nested[2].properties["data"] == .bytes([2]))
+        let store = Store(backend: MemoryBackend())
+        try await store.save(WritingTwice(id: "w", first: Note(id: "n", text: "first", attachments: [Attachment(id: "x", data: Data([1]))]), second: note))
+        #expect(try await store.value(WritingTwice.self, id: "w")?.first == note)
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// A child both writes keep, under two keys of its holder or under two holders, is refused:
+    /// a child record has one owner.
+    @Test func aChildKeptTwiceIsRefusedWhereverItWasWritten() throws {
+        #expect { try RecordEncoder.records(of: Rewriting(id: "r", first: Priced(id: "a", price: 1), then: .alsoElsewhere(Priced(id: "a", price: 1)))) } throws: {
+            "\($0)".contains("holds Priced/a twice")
+        }
+        let shared = Attachment(id: "x", data: Data())
+        let task = Task(id: "t", title: "", done: false, notes: [Note(id: "n", text: "", attachments: [shared])], pinned: Note(id: "m", text: "", attachments: [shared]))
+        #expect { try RecordEncoder.records(of: task) } throws: { "\($0)".contains("holds Attachment/x twice") }
+    }
+
+    /// A graph of class instances that shares each node twice under one holder, 40 levels deep,
+    /// would be 2^40 records written again: refused after a few hundred.
+    @Test(.timeLimit(.minutes(1))) func aSharedClassGraphIsRefusedBeforeItMultiplies() throws {
+        var node = SharedNode(id: "leaf", next: [])
+        for level in 0..<40 { node = SharedNode(id: "n\(level)", next: [node, node]) }
+        #expect { try RecordEncoder.records(of: node) } throws: { "\($0)".contains("twice") }
+    }
+}
+
+/// A class whose instances may be shared by several holders.
+private final class SharedNode: Storable {
+    let id: String
+    let next: [SharedNode]
+    init(id: String, next: [SharedNode]) { (self.id, self.next) = (id, next) }
+}
+
+/// Writes `first` under `note`, then `second` under the same key.
+private struct WritingTwice: Storable {
+    var id: String
+    var first: Note
+    var second: Note
+    enum CodingKeys: String, CodingKey { case id, note }
+    init(id: String, first: Note, second: Note) { (self.id, self.first, self.second) = (id, first, second) }
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let note = try container.decode(Note.self, forKey: .note)
+        self.init(id: try container.decode(String.self, forKey: .id), first: note, second: note)
+    }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(first, forKey: .note)
+        try container.encode(second, forKey: .note)
+    }
+}
+
+extension CodingTests {
+    /// A child written again into a Set sorts there by its own key, as it would written once:
+    /// the same value, whether its encoder wrote a child twice or not, has the same bytes.
+    @Test func aChildWrittenAgainIntoASetSortsByItsKey() throws {
+        let children = (0..<20).map { SetMember(id: "t\($0)") }
+        for child in children {
+            let once = try RecordEncoder.records(of: TaggingTwice(id: "s", earlier: nil, set: Set(children)))
+            let twice = try RecordEncoder.records(of: TaggingTwice(id: "s", earlier: child, set: Set(children)))
+            #expect(twice.map(\.key) == once.map(\.key))
+            #expect(twice[0].properties == once[0].properties, "\(child.id)")
+        }
+    }
+}
+
+private struct SetMember: Storable, Hashable {
+    var id: String
+}
+
+/// Writes `earlier` under `set`, then `set` over it.
+private struct TaggingTwice: Storable {
+    var id: String
+    var earlier: SetMember?
+    var set: Set<SetMember>
+    enum CodingKeys: String, CodingKey { case id, set }
+    init(id: String, earlier: SetMember?, set: Set<SetMember>) { (self.id, self.earlier, self.set) = (id, earlier, set) }
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(id: try container.decode(String.self, forKey: .id), earlier: nil, set: try container.decode(Set<SetMember>.self, forKey: .set))
+    }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        if let earlier { try container.encode(earlier, forKey: .set) }
+        try container.encode(set, forKey: .set)
+    }
 }

@@ -62,6 +62,13 @@ struct PropertyList {
         self.positions = positions
     }
 
+    /// Names each child of `renames`' keys by its value instead, at any depth.
+    mutating func renameChildren(_ renames: [RecordKey: RecordKey]) {
+        for position in entries.indices where entries[position].value.holdsChildren {
+            entries[position].value = entries[position].value.renamingChildren(renames)
+        }
+    }
+
     /// The properties as a record holds them.
     var dictionary: [String: PropertyValue] {
         var result = [String: PropertyValue](minimumCapacity: entries.count)
@@ -75,5 +82,17 @@ struct PropertyList {
         entries = []
         sorted.sort { utf8Less($0.name, $1.name) }
         return sorted
+    }
+}
+
+extension PropertyValue {
+    /// This value with each child of `renames`' keys named by its value instead.
+    func renamingChildren(_ renames: [RecordKey: RecordKey]) -> PropertyValue {
+        switch self {
+        case .child(let key): .child(renames[key] ?? key)
+        case .array(let values) where holdsChildren: .array(values.map { $0.renamingChildren(renames) })
+        case .map(let values) where holdsChildren: .map(values.mapValues { $0.renamingChildren(renames) })
+        default: self
+        }
     }
 }

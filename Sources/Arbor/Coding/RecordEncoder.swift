@@ -44,7 +44,18 @@ public enum RecordEncoder {
 final class EncodingContext {
     /// The records of the tree, the root first, each with its properties as written.
     var records = [(key: RecordKey, properties: PropertyList)]()
-    private var seen = Set<RecordKey>()
+    /// The key of the record that first held each record of the tree (the root holds itself).
+    /// Built only for trees of more than one record: most are one.
+    private var firstHolders = [RecordKey: RecordKey]()
+    /// Records written again by the record that first held them (a custom `encode(to:)` that
+    /// writes a key twice, or moves a child to another key, the last write winning as in
+    /// Foundation's encoders): each under a key of its own until the tree is whole, by which
+    /// its holder names it; then the one the root reaches takes the real key, and a real key
+    /// reached twice is refused. Each entry: the real key, and the holder's index in `records`.
+    private var rewrites = [RecordKey: (key: RecordKey, holder: Int)]()
+    private var rewritesMade = 0
+    /// The record being encoded: its index in `records`, and its real key.
+    private var current: (index: Int, key: RecordKey)?
     /// Whether a value's encoding failed (it may have been swallowed by a value's own
     /// `encode(to:)`), or a value was written over (a custom `encode(to:)` writing one key
     /// twice): either may leave records held by nothing.
@@ -56,34 +67,62 @@ final class EncodingContext {
         let key = RecordKey(type: typeName, id: try RecordEncoder.idString(of: value))
         try key.validate()
         try DefaultTypeNames.refuseAmbiguity(of: typeName)
-        // The set of keys is built only for trees of more than one record: most are one.
-        if !records.isEmpty {
-            if seen.isEmpty { seen.insert(records[0].key) }
-            guard seen.insert(key).inserted else {
-                throw ArborError(.coding, "the value tree holds \(key) twice; a child record has one owner")
+        var entryKey = key
+        if let holder = current {
+            if firstHolders.isEmpty { firstHolders[records[0].key] = records[0].key }
+            if let first = firstHolders[key] {
+                // Held by another record as well: two owners. Written again by its holder: kept
+                // apart until the tree shows which write stands; rewrites beyond a few per record
+                // (a graph of shared class instances, each path its own rewrite) are refused
+                // before they multiply.
+                guard first == holder.key, rewrites.count < 4 * (records.count - rewrites.count) + 64 else { throw Self.heldTwice(key) }
+                rewritesMade += 1
+                entryKey = RecordKey(type: key.type, id: "\u{0}rewrite \(rewritesMade)")
+                rewrites[entryKey] = (key, holder.index)
+            } else {
+                firstHolders[key] = holder.key
             }
         }
         let index = records.count
-        records.append((key, PropertyList()))
+        records.append((entryKey, PropertyList()))
+        let outer = current
+        current = (index, key)
+        defer { current = outer }
         do {
             records[index].properties = try encodeProperties(value, typeName: typeName)
         } catch {
             // A custom `encode(to:)` may swallow the error (`try?`): the record, and those it
             // began below it, must not stay in the tree, empty and held by nothing.
-            for begun in records[index...] { seen.remove(begun.key) }
+            for begun in records[index...] where rewrites.removeValue(forKey: begun.key) == nil {
+                firstHolders.removeValue(forKey: begun.key)
+            }
             records.removeSubrange(index...)
             throw error
         }
         // Records encoded before a sibling failed (an array of children whose last one threw,
-        // the error swallowed) are held by no property: dropped once the tree is whole.
-        if index == 0, abandonedRecords { dropUnheldRecords() }
-        return key
+        // the error swallowed), or written over, are held by no property: dropped once the tree
+        // is whole, where records written again are settled.
+        if index == 0, abandonedRecords || !rewrites.isEmpty { try settleTree() }
+        return entryKey
     }
 
-    /// Keeps only the records the root reaches through the properties written.
+    /// The canonical bytes `value` has once the tree is whole, by which unordered collections
+    /// sort their elements: a child written again sorts by its real key, not its key of its own.
+    func sortingBytes(of value: PropertyValue) -> [UInt8] {
+        guard !rewrites.isEmpty, value.holdsChildren else { return PropertyValue.canonicalBytes(of: value) }
+        return PropertyValue.canonicalBytes(of: value.renamingChildren(rewrites.mapValues(\.key)))
+    }
+
+    private static func heldTwice(_ key: RecordKey) -> ArborError {
+        ArborError(.coding, "the value tree holds \(key) twice; a child record has one owner")
+    }
+
+    /// Keeps only the records the root reaches through the properties written, and gives each
+    /// record written again that it reaches its real key, in the record that names it; refuses
+    /// a key reached twice.
     ///
     /// - Complexity: O(n) for the tree's `n` property values.
-    private func dropUnheldRecords() {
+    private func settleTree() throws {
         let positions = Dictionary(records.indices.map { (records[$0].key, $0) }, uniquingKeysWith: { first, _ in first })
         var reached: Set<RecordKey> = [records[0].key]
         var pending = [0]
@@ -94,8 +133,26 @@ final class EncodingContext {
                 }
             }
         }
+        if !rewrites.isEmpty {
+            var held = Set<RecordKey>()
+            for record in records where reached.contains(record.key) {
+                let key = rewrites[record.key]?.key ?? record.key
+                guard held.insert(key).inserted else { throw Self.heldTwice(key) }
+            }
+            // Named by their keys of their own in their holders, which the root reaches too
+            // (a Set sorted them by their real keys already: ``sortingBytes(of:)``).
+            var renames = [Int: [RecordKey: RecordKey]]()
+            for (rewrite, real) in rewrites where reached.contains(rewrite) { renames[real.holder, default: [:]][rewrite] = real.key }
+            for (holder, names) in renames { records[holder].properties.renameChildren(names) }
+        }
         records.removeAll { !reached.contains($0.key) }
-        seen = seen.intersection(reached)
+        if !rewrites.isEmpty {
+            for index in records.indices {
+                if let real = rewrites[records[index].key] { records[index].key = real.key }
+            }
+            rewrites = [:]
+        }
+        firstHolders = [:]
     }
 
     /// The properties of a record's value, as its keyed container wrote them.

@@ -16,7 +16,7 @@ extension Set: UnorderedCollection where Element: Encodable {
         elements.reserveCapacity(count)
         for (offset, element) in enumerated() {
             let value = try context.encodeValue(element, codingPath: codingPath + [IndexKey(offset)])
-            elements.append((PropertyValue.canonicalBytes(of: value), value))
+            elements.append((context.sortingBytes(of: value), value))
         }
         elements.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
         try refuseEqualEncodings(elements.map(\.bytes), of: "elements of a Set", codingPath: codingPath)
@@ -35,7 +35,7 @@ extension Dictionary: UnorderedCollection where Key: Encodable, Value: Encodable
         var pairs = [(keyBytes: [UInt8], key: PropertyValue, value: PropertyValue)]()
         pairs.reserveCapacity(flat.count / 2)
         for start in stride(from: 0, to: flat.count, by: 2) {
-            pairs.append((PropertyValue.canonicalBytes(of: flat[start]), flat[start], flat[start + 1]))
+            pairs.append((context.sortingBytes(of: flat[start]), flat[start], flat[start + 1]))
         }
         pairs.sort { $0.keyBytes.lexicographicallyPrecedes($1.keyBytes) }
         try refuseEqualEncodings(pairs.map(\.keyBytes), of: "keys of a Dictionary", codingPath: codingPath)
