@@ -177,6 +177,8 @@ enum ISODate {
         // Years 1 to 9999 only: the text form has four year digits.
         guard seconds.isFinite, seconds >= -62_135_596_800, seconds < 253_402_300_800 else { return ("0001-01-01T00:00:00.000Z", false) }
         let milliseconds = Int64((seconds * 1000).rounded())
+        // The last half millisecond of 9999 rounds into the year 10000, which has five digits.
+        guard milliseconds < Int64(endOfYear9999) else { return ("0001-01-01T00:00:00.000Z", false) }
         let text = format(milliseconds: milliseconds)
         let exact = PropertyValue.canonicalBits(Date(timeIntervalSince1970: Double(milliseconds) / 1000).timeIntervalSinceReferenceDate)
             == PropertyValue.canonicalBits(date.timeIntervalSinceReferenceDate)

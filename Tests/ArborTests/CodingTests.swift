@@ -621,7 +621,7 @@ import Testing
             == .date(Date(timeIntervalSince1970: 1_767_323_045.678)))
     }
 
-    @Test func datesFormatExactly() {
+    @Test func datesFormatExactly() throws {
         for seconds in [0.0, 1_767_323_045.678, -86_400.001, 253_402_300_799.999] {
             let date = Date(timeIntervalSince1970: seconds)
             let (text, _) = ISODate.format(date)
@@ -632,6 +632,10 @@ import Testing
         #expect(ISODate.parse("2024-02-29T00:00:00Z") != nil)
         #expect(ISODate.parse("2100-02-29T00:00:00Z") == nil)
         #expect(ISODate.format(Date(timeIntervalSince1970: -0.5)).text == "1969-12-31T23:59:59.500Z")
+        // The last half millisecond of 9999 rounds into 10000: inexact, and back through JSON whole.
+        let last = Date(timeIntervalSince1970: 253_402_300_799.9996)
+        #expect(ISODate.format(last).exact == false)
+        #expect(try PropertyValue(json: JSONValue(propertyValue: .date(last))) == .date(last))
     }
 
     @Test func commitTimesPrintAsFoundationFormatsThem() {
@@ -1111,4 +1115,77 @@ private struct TaggingTwice: Storable {
         if let earlier { try container.encode(earlier, forKey: .set) }
         try container.encode(set, forKey: .set)
     }
+}
+
+extension CodingTests {
+    /// An array element that fails to decode is not consumed, as with JSONDecoder: a lenient
+    /// array that then skips it another way keeps every element after it (a case an app
+    /// removed, in records an older version wrote).
+    @Test func anArrayElementThatFailsToDecodeIsNotConsumed() throws {
+        let key = RecordKey(type: LenientCard.typeName, id: "c")
+        let record = Record(key: key, properties: ["id": .string("c"), "tags": .array([.string("blue"), .string("green"), .string("red"), .int(7)])])
+        let read = try RecordDecoder.value(LenientCard.self, key: key, records: [key: record])
+        let json = try JSONDecoder().decode(LenientCard.self, from: Data(#"{"id": "c", "tags": ["blue", "green", "red", 7]}"#.utf8))
+        #expect(read.tags.values == [.green, .red] && json.tags.values == read.tags.values)
+        #expect(read.tags.skipped == 2)
+    }
+}
+
+/// Tags that skip the elements they cannot read.
+private struct LenientTags: Codable, Equatable, Sendable {
+    enum Tag: String, Codable, Sendable { case red, green }
+    private struct Skip: Decodable {
+        init(from decoder: any Decoder) throws { _ = try decoder.singleValueContainer() }
+    }
+    var values: [Tag]
+    var skipped = 0
+    init(from decoder: any Decoder) throws {
+        var container = try decoder.unkeyedContainer()
+        values = []
+        while !container.isAtEnd {
+            if let tag = try? container.decode(Tag.self) {
+                values.append(tag)
+            } else {
+                _ = try container.decode(Skip.self)
+                skipped += 1
+            }
+        }
+    }
+    func encode(to encoder: any Encoder) throws { try values.encode(to: encoder) }
+}
+
+private struct LenientCard: Storable {
+    var id: String
+    var tags: LenientTags
+}
+
+extension CodingTests {
+    /// A `Ref` that a wrapper forwards to (a property wrapper's `encode(to:)` and
+    /// `init(from:)`) is stored as the reference a container writes, and reads back from it.
+    @Test func aForwardedReferenceIsStoredAsAReference() async throws {
+        let value = ForwardedOwner(id: "f", owner: Ref(id: "p1"))
+        let record = try RecordEncoder.records(of: value)[0]
+        #expect(record.properties["owner"] == .reference(RecordKey(type: Person.typeName, id: "p1")))
+        let store = Store(backend: MemoryBackend())
+        try await store.save(value)
+        #expect(try await store.value(ForwardedOwner.self, id: "f")?.owner == Ref(id: "p1"))
+        // Written by a container before the wrapper was added: read through it all the same.
+        let key = RecordKey(type: ForwardedOwner.typeName, id: "g")
+        let plain = Record(key: key, properties: ["id": .string("g"), "owner": .reference(RecordKey(type: Person.typeName, id: "p2"))])
+        #expect(try RecordDecoder.value(ForwardedOwner.self, key: key, records: [key: plain]).owner == Ref(id: "p2"))
+    }
+}
+
+/// A property wrapper that forwards its coding to the value it wraps.
+@propertyWrapper private struct Forwarding<Value: Codable & Sendable>: Codable, Sendable {
+    var wrappedValue: Value
+    init(wrappedValue: Value) { self.wrappedValue = wrappedValue }
+    init(from decoder: any Decoder) throws { wrappedValue = try Value(from: decoder) }
+    func encode(to encoder: any Encoder) throws { try wrappedValue.encode(to: encoder) }
+}
+
+private struct ForwardedOwner: Storable {
+    var id: String
+    @Forwarding var owner: Ref<Person>
+    init(id: String, owner: Ref<Person>) { self.id = id; _owner = Forwarding(wrappedValue: owner) }
 }

@@ -83,9 +83,11 @@ struct PropertyDecoder: Decoder {
     }
 
     /// A value of `type`. Dates, bytes, URLs, decimals and references are stored as kinds of
-    /// their own when a container encodes them, and in their own `Codable` form when they
-    /// encode themselves (`date.encode(to:)`, as property wrappers do); either form reads back
-    /// either way.
+    /// their own when a container encodes them; dates and bytes in their own `Codable` form when
+    /// they encode themselves (`date.encode(to:)`, as property wrappers do), and either form
+    /// reads back either way; a reference in its kind either way. A URL or a decimal that
+    /// encodes itself is stored in its own form, which its own `init(from:)` reads, and a
+    /// container too; its own `init(from:)` does not read the kind a container wrote.
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
         switch (type, value) {
         case (is Date.Type, .date(let date)): return date as! T
@@ -229,12 +231,21 @@ struct UnkeyedPropertyDecodingContainer: UnkeyedDecodingContainer {
         self.values = values
     }
 
-    private mutating func next() throws -> PropertyDecoder {
+    /// The element at `currentIndex`, not yet consumed.
+    private func current(_ type: Any.Type) throws -> PropertyDecoder {
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath, debugDescription: "array has only \(values.count) elements"))
+            throw DecodingError.valueNotFound(type, .init(codingPath: codingPath + [IndexCodingKey(intValue: currentIndex)], debugDescription: "array has only \(values.count) elements"))
         }
-        defer { currentIndex += 1 }
         return decoder.child(values[currentIndex], key: IndexCodingKey(intValue: currentIndex))
+    }
+
+    /// `body` of the next element, which is consumed only if `body` succeeds, as JSONDecoder
+    /// does: a lenient array (`try? decode(T.self)`, then skipping the element another way)
+    /// reads the element that failed again, not the one after it.
+    private mutating func next<T>(_ type: T.Type, _ body: (PropertyDecoder) throws -> T) throws -> T {
+        let value = try body(try current(type))
+        currentIndex += 1
+        return value
     }
 
     mutating func decodeNil() throws -> Bool {
@@ -242,26 +253,33 @@ struct UnkeyedPropertyDecodingContainer: UnkeyedDecodingContainer {
         currentIndex += 1
         return true
     }
-    mutating func decode(_ type: Bool.Type) throws -> Bool { try next().decode(type) }
-    mutating func decode(_ type: String.Type) throws -> String { try next().decode(type) }
-    mutating func decode(_ type: Double.Type) throws -> Double { try next().double() }
-    mutating func decode(_ type: Float.Type) throws -> Float { try RecordDecoder.float(try next().double(), at: codingPath) }
-    mutating func decode(_ type: Int.Type) throws -> Int { try next().integer(type) }
-    mutating func decode(_ type: Int8.Type) throws -> Int8 { try next().integer(type) }
-    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next().integer(type) }
-    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next().integer(type) }
-    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next().integer(type) }
-    mutating func decode(_ type: UInt.Type) throws -> UInt { try next().integer(type) }
-    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next().integer(type) }
-    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next().integer(type) }
-    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next().integer(type) }
-    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next().integer(type) }
-    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next().decode(type) }
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try next(type) { try $0.decode(type) } }
+    mutating func decode(_ type: String.Type) throws -> String { try next(type) { try $0.decode(type) } }
+    mutating func decode(_ type: Double.Type) throws -> Double { try next(type) { try $0.double() } }
+    mutating func decode(_ type: Float.Type) throws -> Float { try next(type) { try RecordDecoder.float(try $0.double(), at: $0.codingPath) } }
+    mutating func decode(_ type: Int.Type) throws -> Int { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next(type) { try $0.integer(type) } }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next(type) { try $0.decode(type) } }
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
-        try next().container(keyedBy: type)
+        try next(KeyedDecodingContainer<NestedKey>.self) { try $0.container(keyedBy: type) }
     }
-    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try next().unkeyedContainer() }
-    mutating func superDecoder() throws -> any Decoder { try next() }
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        try next((any UnkeyedDecodingContainer).self) { try $0.unkeyedContainer() }
+    }
+    // As JSONDecoder: the element is consumed whatever the caller then reads of it.
+    mutating func superDecoder() throws -> any Decoder {
+        let element = try current((any Decoder).self)
+        currentIndex += 1
+        return element
+    }
 }
 
 struct SinglePropertyDecodingContainer: SingleValueDecodingContainer {

@@ -357,6 +357,13 @@ struct PropertyEncoder: Encoder {
 
     func singleValueContainer() -> any SingleValueEncodingContainer { SinglePropertyContainer(encoder: self) }
 
+    /// Writes `value` as a single value container writes one: also for a kind of its own that
+    /// a value writes itself (a `Ref` that a wrapper's `encode(to:)` forwards to).
+    func setSingleValue(_ value: PropertyValue) {
+        if storage.value != nil || storage.map != nil || storage.array != nil { context.noteValueWrittenOver() }
+        storage.value = value
+    }
+
     func encoded<T: Encodable>(_ value: T, key: (any CodingKey)?) throws -> PropertyValue {
         try context.encodeValue(value, codingPath: key.map { codingPath + [$0] } ?? codingPath)
     }
@@ -480,11 +487,7 @@ struct SinglePropertyContainer: SingleValueEncodingContainer {
     let encoder: PropertyEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    private func set(_ value: PropertyValue) {
-        let storage = encoder.storage
-        if storage.value != nil || storage.map != nil || storage.array != nil { encoder.context.noteValueWrittenOver() }
-        storage.value = value
-    }
+    private func set(_ value: PropertyValue) { encoder.setSingleValue(value) }
 
     mutating func encodeNil() throws { set(.null) }
     mutating func encode(_ value: Bool) throws { set(.bool(value)) }

@@ -97,11 +97,18 @@ public struct Ref<Target: Storable>: Codable, Hashable, Sendable, CustomStringCo
 
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
+    // In a record, a reference is a kind of its own, which a container writes for a `Ref`
+    // property; a wrapper that forwards to these (a property wrapper) reads and writes the same.
     public init(from decoder: any Decoder) throws {
+        if let decoder = decoder as? PropertyDecoder, case .reference(let key) = decoder.value {
+            id = key.id
+            return
+        }
         id = try decoder.singleValueContainer().decode(String.self)
     }
 
     public func encode(to encoder: any Encoder) throws {
+        if let encoder = encoder as? PropertyEncoder { return encoder.setSingleValue(.reference(key)) }
         var container = encoder.singleValueContainer()
         try container.encode(id)
     }
