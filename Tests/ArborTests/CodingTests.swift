@@ -1189,3 +1189,39 @@ private struct ForwardedOwner: Storable {
     @Forwarding var owner: Ref<Person>
     init(id: String, owner: Ref<Person>) { self.id = id; _owner = Forwarding(wrappedValue: owner) }
 }
+
+extension CodingTests {
+    /// 128-bit integers are stored without loss: as ints where they fit in 64 bits, else as
+    /// their decimal strings, which only the types they fit read back.
+    @Test func integersOf128BitsRoundTrip() async throws {
+        struct Ledger: Storable, Equatable { var id: String; var total: Int128; var mask: UInt128; var entries: [Int128]; var single: Wide }
+        struct Wide: Codable, Equatable { var value: UInt128
+            init(_ value: UInt128) { self.value = value }
+            init(from decoder: any Decoder) throws { value = try decoder.singleValueContainer().decode(UInt128.self) }
+            func encode(to encoder: any Encoder) throws { var container = encoder.singleValueContainer(); try container.encode(value) }
+        }
+        let store = Store(backend: MemoryBackend())
+        let values = [
+            Ledger(id: "a", total: .min, mask: .max, entries: [.max, Int128(Int64.min) - 1, 5, 0], single: Wide(.max)),
+            Ledger(id: "b", total: 42, mask: 7, entries: [], single: Wide(UInt128(UInt64.max))),
+        ]
+        for value in values {
+            try await store.save(value)
+            #expect(try await store.value(Ledger.self, id: value.id) == value)
+        }
+        let record = try RecordEncoder.records(of: values[0])[0]
+        #expect(record.properties["total"] == .string("-170141183460469231731687303715884105728"))
+        #expect(record.properties["entries"] == .array([.string(String(Int128.max)), .string("-9223372036854775809"), .int(5), .int(0)]))
+        #expect(try RecordEncoder.records(of: values[1])[0].properties["total"] == .int(42))
+        // A UInt64 beyond Int64 reads as a UInt128; an Int128 beyond 64 bits does not read as an Int64.
+        struct Narrow: Storable { var id: String; var total: Int64 }
+        struct Widened: Storable { var id: String; var total: UInt128 }
+        let key = RecordKey(type: "N", id: "n")
+        let stored = Record(key: key, properties: ["id": .string("n"), "total": try PropertyEncoder.integer(UInt64.max, at: [])])
+        #expect(try RecordDecoder.value(Widened.self, key: key, records: [key: stored]).total == UInt128(UInt64.max))
+        #expect(throws: DecodingError.self) { try RecordDecoder.value(Narrow.self, key: key, records: [key: stored]) }
+        let wide = Record(key: key, properties: ["id": .string("n"), "total": .string(String(UInt128.max))])
+        #expect(throws: DecodingError.self) { try RecordDecoder.value(Narrow.self, key: key, records: [key: wide]) }
+        #expect(throws: DecodingError.self) { try RecordDecoder.value(Ledger.self, key: key, records: [key: Record(key: key, properties: ["id": .string("n"), "total": .string("007"), "mask": .int(0), "entries": .array([]), "single": .int(0)])]) }
+    }
+}

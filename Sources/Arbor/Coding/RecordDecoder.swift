@@ -147,10 +147,11 @@ struct PropertyDecoder: Decoder {
     }
 
     func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
-        // An unsigned value above Int64.max, as the encoder writes it: its decimal string.
-        if case .string(let text) = value, !T.isSigned, T.bitWidth == 64 {
-            guard let number = UInt64(text), number > UInt64(Int64.max), String(number) == text, let result = T(exactly: number) else { throw mismatch(type) }
-            return result
+        // A value beyond Int64, as the encoder writes it: its decimal string, for the types it
+        // fits (an unsigned 64-bit one, a 128-bit one).
+        if case .string(let text) = value, T.bitWidth > 64 || (T.bitWidth == 64 && !T.isSigned) {
+            guard let number = T(text), Int64(exactly: number) == nil, String(number) == text else { throw mismatch(type) }
+            return number
         }
         guard case .int(let number) = value else { throw mismatch(type) }
         guard let result = T(exactly: number) else {
@@ -208,6 +209,8 @@ struct KeyedPropertyDecodingContainer<Key: CodingKey>: KeyedDecodingContainerPro
     func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try child(key).integer(type) }
     func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try child(key).integer(type) }
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try child(key).integer(type) }
+    func decode(_ type: Int128.Type, forKey key: Key) throws -> Int128 { try child(key).integer(type) }
+    func decode(_ type: UInt128.Type, forKey key: Key) throws -> UInt128 { try child(key).integer(type) }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try child(key).decode(type) }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -267,6 +270,8 @@ struct UnkeyedPropertyDecodingContainer: UnkeyedDecodingContainer {
     mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next(type) { try $0.integer(type) } }
     mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next(type) { try $0.integer(type) } }
     mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: Int128.Type) throws -> Int128 { try next(type) { try $0.integer(type) } }
+    mutating func decode(_ type: UInt128.Type) throws -> UInt128 { try next(type) { try $0.integer(type) } }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next(type) { try $0.decode(type) } }
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
         try next(KeyedDecodingContainer<NestedKey>.self) { try $0.container(keyedBy: type) }
@@ -307,5 +312,7 @@ struct SinglePropertyDecodingContainer: SingleValueDecodingContainer {
     func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.integer(type) }
     func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.integer(type) }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.integer(type) }
+    func decode(_ type: Int128.Type) throws -> Int128 { try decoder.integer(type) }
+    func decode(_ type: UInt128.Type) throws -> UInt128 { try decoder.integer(type) }
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decode(type) }
 }

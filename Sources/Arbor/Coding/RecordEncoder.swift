@@ -368,10 +368,12 @@ struct PropertyEncoder: Encoder {
         try context.encodeValue(value, codingPath: key.map { codingPath + [$0] } ?? codingPath)
     }
 
-    /// An integer as the int kind; an unsigned one above `Int64.max` (a `UInt64` bit mask, the low
-    /// half of a `Duration`) as its decimal string, which only the unsigned decoders read back.
+    /// An integer as the int kind; one beyond `Int64` (a `UInt64` bit mask, the low half of a
+    /// `Duration`, an `Int128`) as its decimal string, which only the decoders of types it fits
+    /// read back.
     static func integer<T: BinaryInteger>(_ value: T, at path: [any CodingKey]) throws -> PropertyValue {
         if let number = Int64(exactly: value) { return .int(number) }
+        if value.bitWidth > 64 { return .string(String(value)) }
         guard let unsigned = UInt64(exactly: value) else {
             let at = path.isEmpty ? "" : " (at \(path.map(\.stringValue).joined(separator: ".")))"
             throw ArborError(.coding, "\(value) does not fit in 64 bits\(at)")
@@ -409,6 +411,8 @@ struct KeyedPropertyContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: UInt16, forKey key: Key) throws { set(.int(Int64(value)), key) }
     mutating func encode(_ value: UInt32, forKey key: Key) throws { set(.int(Int64(value)), key) }
     mutating func encode(_ value: UInt64, forKey key: Key) throws { set(try PropertyEncoder.integer(value, at: codingPath + [key]), key) }
+    mutating func encode(_ value: Int128, forKey key: Key) throws { set(try PropertyEncoder.integer(value, at: codingPath + [key]), key) }
+    mutating func encode(_ value: UInt128, forKey key: Key) throws { set(try PropertyEncoder.integer(value, at: codingPath + [key]), key) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         set(try encoder.encoded(value, key: key), key)
     }
@@ -463,6 +467,8 @@ struct UnkeyedPropertyContainer: UnkeyedEncodingContainer {
     mutating func encode(_ value: UInt16) throws { append(.int(Int64(value))) }
     mutating func encode(_ value: UInt32) throws { append(.int(Int64(value))) }
     mutating func encode(_ value: UInt64) throws { append(try PropertyEncoder.integer(value, at: codingPath)) }
+    mutating func encode(_ value: Int128) throws { append(try PropertyEncoder.integer(value, at: codingPath)) }
+    mutating func encode(_ value: UInt128) throws { append(try PropertyEncoder.integer(value, at: codingPath)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
         append(try encoder.encoded(value, key: IndexCodingKey(intValue: count)))
     }
@@ -504,5 +510,7 @@ struct SinglePropertyContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt16) throws { set(.int(Int64(value))) }
     mutating func encode(_ value: UInt32) throws { set(.int(Int64(value))) }
     mutating func encode(_ value: UInt64) throws { set(try PropertyEncoder.integer(value, at: codingPath)) }
+    mutating func encode(_ value: Int128) throws { set(try PropertyEncoder.integer(value, at: codingPath)) }
+    mutating func encode(_ value: UInt128) throws { set(try PropertyEncoder.integer(value, at: codingPath)) }
     mutating func encode<T: Encodable>(_ value: T) throws { set(try encoder.encoded(value, key: nil)) }
 }
