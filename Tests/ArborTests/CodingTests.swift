@@ -482,6 +482,10 @@ import Testing
 
     @Test func aDecimalNaNIsRefusedWhenEncoded() throws {
         #expect { try RecordEncoder.records(of: Priced(id: "p", price: .nan)) } throws: { ($0 as? ArborError)?.code == .coding }
+        // In a child record: where the child sits, up to the root.
+        #expect { try RecordEncoder.records(of: Basket(id: "b", items: [Priced(id: "ok", price: 1), Priced(id: "p", price: .nan)])) } throws: {
+            ($0 as? ArborError)?.message == "a Decimal NaN cannot be stored (at price) (in the Priced at items.1)"
+        }
         #expect(try RecordEncoder.records(of: Priced(id: "p", price: Decimal(string: "12.50")!))[0].properties["price"] == .string("12.5"))
     }
 
@@ -1224,4 +1228,10 @@ extension CodingTests {
         #expect(throws: DecodingError.self) { try RecordDecoder.value(Narrow.self, key: key, records: [key: wide]) }
         #expect(throws: DecodingError.self) { try RecordDecoder.value(Ledger.self, key: key, records: [key: Record(key: key, properties: ["id": .string("n"), "total": .string("007"), "mask": .int(0), "entries": .array([]), "single": .int(0)])]) }
     }
+}
+
+/// Holds priced children.
+private struct Basket: Storable {
+    var id: String
+    var items: [Priced]
 }

@@ -241,7 +241,14 @@ final class EncodingContext {
         let outer = recordDepth
         recordDepth = depth + 1
         defer { recordDepth = outer }
-        return try record(for: value, typeName: Value.typeName)
+        do {
+            return try record(for: value, typeName: Value.typeName)
+        } catch var error as ArborError where error.code == .coding {
+            // A record's paths start at its own properties: say where this one sits in its
+            // holder (each holder up the tree adds its part).
+            error.message += " (in the \(Value.typeName) at \(codingPath.map(\.stringValue).joined(separator: ".")))"
+            throw error
+        }
     }
 }
 
