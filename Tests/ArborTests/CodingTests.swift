@@ -35,6 +35,19 @@ import Testing
             let text = "\(error)"
             return (error as? ArborError)?.code == .coding && !text.contains("s3cr3t") && text.contains("at token") && text.count < 1_000
         }
+        // Nor in a dictionary stored as pairs (its keys name records), whose values decode flat.
+        struct Roles: Storable {
+            static let typeName = "Roles"
+            var id: String
+            var roles: [Ref<Person>: Level]
+        }
+        var pairs = ChangeSet()
+        try pairs.save(Record(type: "Roles", id: "r", properties: ["id": .string("r"), "roles": .array([.array([.reference(RecordKey(type: Person.typeName, id: "p")), .string(secret)])])]))
+        try await store.commit(pairs)
+        await #expect { try await store.value(Roles.self, id: "r") } throws: { error in
+            let text = "\(error)"
+            return (error as? ArborError)?.code == .coding && !text.contains("s3cr3t") && text.contains("at roles.1") && text.count < 1_000
+        }
     }
 
     @Test func everyPropertyKindRoundTripsThroughRecords() throws {

@@ -147,8 +147,10 @@ extension Store {
         case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context), .dataCorrupted(let context):
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
             var description = context.debugDescription
-            if let record, case .string(let text)? = value(at: context.codingPath, in: record, tree: tree), !text.isEmpty {
-                description = description.replacingOccurrences(of: text, with: "(\(PropertyValue.string(text).kindAndSize))")
+            if let record {
+                for case .string(let text) in values(at: context.codingPath[...], in: .map(record.properties), tree: tree) where !text.isEmpty {
+                    description = description.replacingOccurrences(of: text, with: "(\(PropertyValue.string(text).kindAndSize))")
+                }
             }
             return (path.isEmpty ? "" : "at \(path): ") + description
         @unknown default:
@@ -156,19 +158,26 @@ extension Store {
         }
     }
 
-    /// The value at `path` (property names, array indices, through child records) in `record`.
-    private static func value(at path: [any CodingKey], in record: Record, tree: [RecordKey: Record]) -> PropertyValue? {
-        var current = PropertyValue.map(record.properties)
-        for key in path {
-            if case .child(let childKey) = current, let child = tree[childKey] { current = .map(child.properties) }
-            switch current {
-            case .map(let values): guard let next = values[key.stringValue] else { return nil }; current = next
-            case .array(let values): guard let index = key.intValue, values.indices.contains(index) else { return nil }; current = values[index]
-            default: return nil
-            }
-        }
+    /// The values `path` (property names, array indices, through child records) may name in
+    /// `current`: an index into a dictionary stored as pairs counts its keys and values one
+    /// after the other, as it decodes (``PropertyDecoder/flattening(_:)``), and such an array
+    /// may be an array of arrays too.
+    private static func values(at path: ArraySlice<any CodingKey>, in current: PropertyValue, tree: [RecordKey: Record]) -> [PropertyValue] {
+        var current = current
         if case .child(let childKey) = current, let child = tree[childKey] { current = .map(child.properties) }
-        return current
+        guard let key = path.first else { return [current] }
+        let rest = path.dropFirst()
+        switch current {
+        case .map(let values):
+            return values[key.stringValue].map { Self.values(at: rest, in: $0, tree: tree) } ?? []
+        case .array(let values):
+            guard let index = key.intValue else { return [] }
+            var found = values.indices.contains(index) ? Self.values(at: rest, in: values[index], tree: tree) : []
+            if let flat = PropertyDecoder.flattening(values), flat.indices.contains(index) { found += Self.values(at: rest, in: flat[index], tree: tree) }
+            return found
+        default:
+            return []
+        }
     }
 
     /// `records` plus every record they own, loaded one ownership level per batch.
