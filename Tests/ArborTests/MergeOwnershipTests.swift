@@ -552,6 +552,18 @@ private struct KanbanBoardOfLanes: Storable, Equatable {
     var id: String
     var columns: [Column: [LaneCard]] = [:]
     var lanes: [Lane] = []
+    var named: [String: [LaneCard]] = [:]
+}
+
+/// A player of a ``Team``: a record that keys a dictionary.
+private struct Player: Storable, Hashable {
+    var id: String
+}
+
+/// Scores by player: a dictionary keyed by child records, stored as pairs.
+private struct Team: Storable, Equatable {
+    var id: String
+    var scores: [Player: Int] = [:]
 }
 
 extension MergeOwnershipTests {
@@ -605,6 +617,10 @@ extension MergeOwnershipTests {
             (.array([.array([.string("a"), .array([one])]), .array([.string("b"), .array([one, two])])]), .array([.array([.string("a"), .array([])]), .array([.string("b"), .array([two])])])),
             (.array([.array([.string("a"), .array([one, two])])]), .array([.array([.string("a"), .array([two])])])),
             (.array([.array([one, two]), .array([two])]), .array([.array([two]), .array([two])])),
+            // A dictionary keyed by records: the pair goes with its key. One that names no record
+            // any more is stored as the encoder stores it, keys and values one after the other.
+            (.array([.array([one, .int(5)]), .array([two, .int(3)])]), .array([.array([two, .int(3)])])),
+            (.array([.array([.string("a"), .array([one])]), .array([.string("b"), .array([])])]), .array([.string("a"), .array([]), .string("b"), .array([])])),
             (.array([.array([one])]), .array([.array([])])),
             // With another child outside arrays, or held by a property itself: not alone.
             (.array([.map(["card": one, "other": two])]), nil),
@@ -614,6 +630,106 @@ extension MergeOwnershipTests {
         ]
         for (value, expected) in cases {
             #expect(value.droppingElement(c1, wholeEntries: true) == expected, "\(value)")
+        }
+    }
+}
+
+extension MergeOwnershipTests {
+    /// One side moves cards out of a lane of two, out of a column of a dictionary stored as
+    /// pairs and out of one keyed by strings, to another board, which the other side deletes:
+    /// the delete wins, and each card goes back into the entry that held it, which the moving
+    /// side kept emptied or with the other card: no card lost, no lane or key twice.
+    @Test(arguments: [MergeStrategy.mostRecent, .theirs])
+    func aCardWhoseNewBoardWasDeletedGoesBackIntoItsLane(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        let cards = (1...5).map { LaneCard(id: "c\($0)", title: "card \($0)") }
+        let board = KanbanBoardOfLanes(id: "a", columns: [.todo: [cards[2]]], lanes: [Lane(name: "x", cards: [cards[0], cards[1]]), Lane(name: "y", cards: [cards[4]])], named: ["n": [cards[3]]])
+        let base = try await store.change(on: nil) {
+            try $0.save(board)
+            try $0.save(KanbanBoardOfLanes(id: "b"))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(KanbanBoardOfLanes(id: "a", columns: [.todo: []], lanes: [Lane(name: "x", cards: [cards[1]]), Lane(name: "y", cards: [])], named: ["n": []]))
+            try $0.save(KanbanBoardOfLanes(id: "b", columns: [.todo: [cards[2]]], lanes: [Lane(name: "x", cards: [cards[0]]), Lane(name: "y", cards: [cards[4]])], named: ["n": [cards[3]]]))
+        }
+        let theirs = try await store.change(on: base) { try $0.delete(KanbanBoardOfLanes.self, id: "b") }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        #expect(try await store.value(KanbanBoardOfLanes.self, id: "b", at: merged.id) == nil)
+        #expect(try await store.value(KanbanBoardOfLanes.self, id: "a", at: merged.id) == board)
+        let stored = try #require(try await store.record(RecordKey(type: KanbanBoardOfLanes.typeName, id: "a"), at: merged.id))
+        #expect(stored.properties["columns"] == (try RecordEncoder.records(of: board)[0].properties["columns"]))
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// One side moves a card from `todo` to `done` in one record; the other edits another
+    /// entry of `todo`, which conflicts and is taken from it whole: the record would hold the
+    /// card in both. `todo`, where the ancestor held it and the moving side no longer does,
+    /// lets it go.
+    @Test(arguments: [MergeStrategy.mostRecent, .theirs])
+    func aCardMovedWithinARecordIsNotHeldTwiceWhenTheOtherSideEditsItsOldColumn(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        func entry(_ card: String, _ note: String) -> PropertyValue { .map(["card": .child(RecordKey(type: "Card", id: card)), "note": .string(note)]) }
+        func board(todo: [PropertyValue], done: [PropertyValue]) -> Record { Record(type: "Board", id: "r", properties: ["todo": .array(todo), "done": .array(done)]) }
+        let base = try await store.change(on: nil) {
+            try $0.save(board(todo: [entry("c", ""), entry("e", "")], done: []))
+            for card in ["c", "e"] { try $0.save(Record(type: "Card", id: card, properties: ["title": .string(card)])) }
+        }
+        let ours = try await store.change(on: base) { try $0.save(board(todo: [entry("e", "")], done: [entry("c", "")])) }
+        let theirs = try await store.change(on: base) { try $0.save(board(todo: [entry("c", ""), entry("e", "edited")], done: [])) }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        #expect(try await store.record(RecordKey(type: "Board", id: "r"), at: merged.id) == board(todo: [entry("e", "edited")], done: [entry("c", "")]))
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// A dictionary keyed by records (`[Player: Int]`, pairs whose keys are children): one
+    /// side moves a player to another team, the other changes a score, and the merge takes the
+    /// other's scores: the team lets the player go with its pair, and still decodes.
+    @Test(arguments: [MergeStrategy.mostRecent, .theirs])
+    func aTeamLetsAPlayerThatKeysItsScoresGoWithTheScore(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        let (one, two) = (Player(id: "p1"), Player(id: "p2"))
+        let base = try await store.change(on: nil) {
+            try $0.save(Team(id: "t", scores: [one: 5, two: 3]))
+            try $0.save(Team(id: "u"))
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(Team(id: "t", scores: [two: 3]))
+            try $0.save(Team(id: "u", scores: [one: 5]))
+        }
+        let theirs = try await store.change(on: base) { try $0.save(Team(id: "t", scores: [one: 5, two: 4])) }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        #expect(try await store.value(Team.self, id: "t", at: merged.id) == Team(id: "t", scores: [two: 4]))
+        #expect(try await store.value(Team.self, id: "u", at: merged.id) == Team(id: "u", scores: [one: 5]))
+        #expect(try await store.verify().isIntact)
+    }
+
+    /// Records stored holding each other (a damaged or hostile replica's: Arbor never commits
+    /// such a cycle), one side deleting them and the other changing a record below: the merge
+    /// ends.
+    @Test(.timeLimit(.minutes(1))) func holdersThatHoldEachOtherAtTheAncestorDoNotHangAMerge() async throws {
+        let store = Store.ticking()
+        func holder(_ id: String, _ kids: [String]) -> Record {
+            Record(type: "Folder", id: id, properties: ["kids": .array(kids.map { .child(RecordKey(type: $0 == "k" ? "Leaf" : "Folder", id: $0)) })])
+        }
+        let base = try await store.change(on: nil) {
+            try $0.save(holder("a", ["b", "k"]))
+            try $0.save(holder("b", ["a"]))
+            try $0.save(Record(type: "Leaf", id: "k", properties: ["v": .int(1)]))
+        }
+        let ours = try await store.change(on: base) {
+            $0.delete(RecordKey(type: "Folder", id: "a"))
+            $0.delete(RecordKey(type: "Folder", id: "b"))
+            $0.delete(RecordKey(type: "Leaf", id: "k"))
+        }
+        let theirs = try await store.change(on: base) { try $0.save(Record(type: "Leaf", id: "k", properties: ["v": .int(2)])) }
+        for strategy in [MergeStrategy.mostRecent, .ours, .theirs] {
+            _ = try? await store.merge(ours.id, theirs.id, strategy: strategy)
         }
     }
 }

@@ -54,32 +54,14 @@ extension MergeState {
             let before = try store.decodeRecord(baseBytes, of: holderKey)
             var properties = holder.properties
             for (name, value) in before.properties where value.holdsChildren {
-                switch (value, properties[name]) {
-                case (.array(let old), .array(var now)?):
-                    let held = Set(now.flatMap(\.childKeys))
-                    for (index, element) in old.enumerated() {
-                        guard element.childKeys.count == 1, let child = element.childKeys.first,
-                              group.contains(child), !held.contains(child), !placed.contains(child) else { continue }
-                        now.insert(element, at: min(index, now.count))
-                        placed.insert(child)
-                    }
-                    properties[name] = .array(now)
-                case (.map(let old), .map(var now)?):
-                    // A dictionary or struct: the entry back under its name, where nothing took it.
-                    let held = Set(now.values.flatMap(\.childKeys))
-                    for (entry, element) in old.sorted(by: { utf8Less($0.key, $1.key) }) {
-                        guard element.childKeys.count == 1, let child = element.childKeys.first, group.contains(child),
-                              !held.contains(child), !placed.contains(child), now[entry] == nil || now[entry] == .null else { continue }
-                        now[entry] = element
-                        placed.insert(child)
-                    }
-                    properties[name] = .map(now)
-                case (_, nil), (_, .null?):
-                    guard value.childKeys.count == 1, let child = value.childKeys.first, group.contains(child), !placed.contains(child) else { continue }
-                    properties[name] = value
+                // In the ancestor's order, each where the ancestor held it: back into the entry
+                // that held it, where the merged record kept that entry without it (a lane, a
+                // dictionary's key whose value is an array), else with the entry that wrapped it.
+                for child in value.childKeys where group.contains(child) && !placed.contains(child) {
+                    let now = properties[name] ?? .null
+                    guard !now.childKeys.contains(child), let restored = now.restoring(child, from: value) else { continue }
+                    properties[name] = restored
                     placed.insert(child)
-                default:
-                    continue
                 }
             }
             if properties != holder.properties { merged[holderKey] = .some(Record(key: holderKey, properties: properties)) }
@@ -119,7 +101,10 @@ extension MergeState {
         var result = [RecordKey: (deleting: RecordMerge.Side, changed: [RecordKey])]()
         for (key, deleting) in deletedAndChanged.sorted(by: { $0.key < $1.key }) {
             var holder = holders[key]
-            while let current = holder, case .some(.none) = merged[current], base[current] != nil,
+            // Each holder once: stored holders that hold each other (a damaged or hostile
+            // replica's) would otherwise be walked without end.
+            var walked: Set<RecordKey> = [key]
+            while let current = holder, walked.insert(current).inserted, case .some(.none) = merged[current], base[current] != nil,
                   (deleting == .ours ? ours[current] : theirs[current]) == nil,
                   (deleting == .ours ? theirs[current] : ours[current]) != nil {
                 result[current, default: (deleting, [])].changed.append(key)

@@ -167,6 +167,7 @@ struct MergeState {
                 // another and then went would take the child with it.
                 if releaseContestedChildren(preferring: side) { continue }
                 if try releaseSharedChildren(preferring: side) { continue }
+                if try releaseChildrenHeldTwiceByOneRecord(store: store) { continue }
                 return
             }
             for key in orphans {
@@ -228,6 +229,49 @@ struct MergeState {
                 merged[key] = .some(undone)
                 return true
             }
+        }
+        return released
+    }
+
+    /// Records the merge left holding one child in two of their properties: one side moved it
+    /// from `todo` to `done`, the other changed `todo`, which conflicted and was taken whole from
+    /// that side. A property where the ancestor held the child and a side no longer does lets it
+    /// go (from its arrays, with the entry that wraps it), in name order, while it is held twice.
+    /// Returns whether one did.
+    ///
+    /// - Complexity: O(m) for `m` merged records, plus decoding the three versions of each
+    ///   record that holds a child twice.
+    private mutating func releaseChildrenHeldTwiceByOneRecord(store: Store) throws -> Bool {
+        var released = false
+        for key in merged.keys.sorted() {
+            guard case .some(.some(let record)) = merged[key], record.properties.count > 1 else { continue }
+            let childKeys = record.childKeys
+            guard childKeys.count > 1 else { continue }
+            var counts = [RecordKey: Int]()
+            for child in childKeys { counts[child, default: 0] += 1 }
+            guard counts.values.contains(where: { $0 > 1 }) else { continue }
+            let (before, inOurs, inTheirs) = (
+                try base[key].map { try store.decodeRecord($0, of: key) },
+                try ours[key].map { try store.decodeRecord($0, of: key) },
+                try theirs[key].map { try store.decodeRecord($0, of: key) }
+            )
+            func holds(_ version: Record?, _ name: String, _ child: RecordKey) -> Bool {
+                version?.properties[name]?.childKeys.contains(child) ?? false
+            }
+            var properties = record.properties
+            for (child, count) in counts.sorted(by: { $0.key < $1.key }) where count > 1 {
+                var held = count
+                for name in properties.keys.sorted(by: utf8Less) where held > 1 {
+                    guard let value = properties[name], value.childKeys.contains(child), holds(before, name, child),
+                          !(holds(inOurs, name, child) && holds(inTheirs, name, child)),
+                          let without = value.droppingElement(child, wholeEntries: true), !without.childKeys.contains(child) else { continue }
+                    held -= value.childKeys.count(where: { $0 == child })
+                    properties[name] = without
+                }
+            }
+            guard properties != record.properties else { continue }
+            merged[key] = .some(Record(key: key, properties: properties))
+            released = true
         }
         return released
     }

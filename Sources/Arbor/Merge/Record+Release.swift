@@ -38,6 +38,9 @@ extension PropertyValue {
                 guard let value = value.droppingElement(child, wholeEntries: wholeEntries) else { return nil }
                 kept.append(value)
             }
+            // Pairs that name no record any more are stored as the encoder stores them: keys
+            // and values one after the other.
+            if pairs, !kept.contains(where: \.namesRecords), let flat = PropertyDecoder.flattening(kept) { return .array(flat) }
             return .array(kept)
         case .map(let values):
             var kept = [String: PropertyValue](minimumCapacity: values.count)
@@ -48,6 +51,71 @@ extension PropertyValue {
             return .map(kept)
         default:
             return self
+        }
+    }
+
+    /// This value (a merged record's property) with `child` put back where `old`, the ancestor's
+    /// value of the property, held it: the reverse of ``droppingElement(_:wholeEntries:)``. Into
+    /// the entry that held it, where this value kept that entry without it (a dictionary's
+    /// pair of the same key, a lane `{name, cards}` as the ancestor had it but for the child, a
+    /// map's value under the same name), at the ancestor's index in its array; else with the
+    /// entry that wrapped it, where that entry held no other child (and, as a pair, its key is
+    /// free), or as the property's value itself where this is `null`. `nil` where it cannot.
+    ///
+    /// - Complexity: O(e) for the `e` elements on the way down.
+    func restoring(_ child: RecordKey, from old: PropertyValue) -> PropertyValue? {
+        switch (old, self) {
+        case (.array(let oldElements), .array(var elements)):
+            guard let index = oldElements.firstIndex(where: { $0.childKeys.contains(child) }) else { return nil }
+            let element = oldElements[index]
+            if Self.arePairs(oldElements), case .array(let oldPair) = element {
+                // The dictionary as the encoder stores one that names no record: keys and values
+                // one after the other; as pairs once it names one again.
+                if !elements.isEmpty, !Self.arePairs(elements) {
+                    guard elements.count.isMultiple(of: 2), !elements.contains(where: \.namesRecords) else { return nil }
+                    elements = stride(from: 0, to: elements.count, by: 2).map { .array([elements[$0], elements[$0 + 1]]) }
+                }
+                // A dictionary's key: back into its value, or the pair back whole.
+                if let position = elements.firstIndex(where: { if case .array(let pair) = $0, pair.count == 2 { pair[0] == oldPair[0] } else { false } }) {
+                    guard case .array(var pair) = elements[position], !oldPair[0].holdsChildren,
+                          let value = pair[1].restoring(child, from: oldPair[1]) else { return nil }
+                    pair[1] = value
+                    elements[position] = .array(pair)
+                    return .array(elements)
+                }
+                // Pairs are sorted by their keys' bytes: back where its key sorts.
+                guard element.childKeys == [child] else { return nil }
+                let keyBytes = PropertyValue.canonicalBytes(of: oldPair[0])
+                let position = elements.firstIndex { existing in
+                    guard case .array(let pair) = existing, let key = pair.first else { return false }
+                    return keyBytes.lexicographicallyPrecedes(PropertyValue.canonicalBytes(of: key))
+                } ?? elements.count
+                elements.insert(element, at: position)
+                return .array(elements)
+            } else if element != .child(child), !element.holdsInPlace(child),
+                      let without = element.droppingElement(child, wholeEntries: true),
+                      let position = elements.firstIndex(of: without) {
+                guard let restored = elements[position].restoring(child, from: element) else { return nil }
+                elements[position] = restored
+                return .array(elements)
+            }
+            guard element.childKeys == [child] else { return nil }
+            elements.insert(element, at: min(index, elements.count))
+            return .array(elements)
+        case (.map(let oldValues), .map(var values)):
+            guard let (name, element) = oldValues.first(where: { $0.value.childKeys.contains(child) }) else { return nil }
+            if let now = values[name], now != .null {
+                guard let restored = now.restoring(child, from: element) else { return nil }
+                values[name] = restored
+            } else {
+                guard element.childKeys == [child] else { return nil }
+                values[name] = element
+            }
+            return .map(values)
+        case (_, .null):
+            return old.childKeys == [child] ? old : nil
+        default:
+            return nil
         }
     }
 
@@ -63,12 +131,13 @@ extension PropertyValue {
     }
 
     /// Whether `values` reads as a dictionary stored as pairs (``DictionaryOfPairs``): each a
-    /// two-element array whose first element, a key, holds no child. An array of arrays of two
-    /// children reads as what it is.
+    /// two-element array, whose key or value, not both, may hold children (a dictionary keyed
+    /// by records, `[Player: Int]`, or holding them, `[Column: [Card]]`). An array of arrays of
+    /// two children each reads as what it is (so does a dictionary from records to records).
     private static func arePairs(_ values: [PropertyValue]) -> Bool {
         !values.isEmpty && values.allSatisfy { value in
             guard case .array(let pair) = value, pair.count == 2 else { return false }
-            return !pair[0].holdsChildren
+            return !(pair[0].holdsChildren && pair[1].holdsChildren)
         }
     }
 }
