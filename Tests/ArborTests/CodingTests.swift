@@ -1248,3 +1248,20 @@ private struct Basket: Storable {
     var id: String
     var items: [Priced]
 }
+
+extension CodingTests {
+    /// A child whose first write was abandoned (its holder's encoding failed after it, the
+    /// error swallowed) may be held by another record: the abandoned write is not an owner.
+    @Test func aChildOfAnAbandonedWriteMayBeHeldElsewhere() throws {
+        let item = Priced(id: "ok", price: 1)
+        let records = try RecordEncoder.records(of: HoldingAfterForgiving(id: "h", forgiving: Forgiving(id: "f", lines: [Line(item: item, price: .nan)]), item: item))
+        #expect(records.map(\.key.description) == ["HoldingAfterForgiving/h", "Forgiving/f", "Priced/ok"])
+        #expect(records[0].properties["item"] == .child(RecordKey(type: "Priced", id: "ok")))
+    }
+}
+
+private struct HoldingAfterForgiving: Storable {
+    var id: String
+    var forgiving: Forgiving
+    var item: Priced
+}

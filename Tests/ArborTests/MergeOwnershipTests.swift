@@ -618,9 +618,12 @@ extension MergeOwnershipTests {
             (.array([.array([.string("a"), .array([one, two])])]), .array([.array([.string("a"), .array([two])])])),
             (.array([.array([one, two]), .array([two])]), .array([.array([two]), .array([two])])),
             // A dictionary keyed by records: the pair goes with its key. One that names no record
-            // any more is stored as the encoder stores it, keys and values one after the other.
+            // any more stays pairs (the decoder reads both forms).
             (.array([.array([one, .int(5)]), .array([two, .int(3)])]), .array([.array([two, .int(3)])])),
-            (.array([.array([.string("a"), .array([one])]), .array([.string("b"), .array([])])]), .array([.string("a"), .array([]), .string("b"), .array([])])),
+            (.array([.array([.string("a"), .array([one])]), .array([.string("b"), .array([])])]), .array([.array([.string("a"), .array([])]), .array([.string("b"), .array([])])])),
+            // Data beside the child that merely looks like pairs is left as it is.
+            (.array([.map(["cards": .array([one]), "outline": .array([.array([.int(0), .int(0)]), .array([.int(1), .int(1)])])])]),
+             .array([.map(["cards": .array([]), "outline": .array([.array([.int(0), .int(0)]), .array([.int(1), .int(1)])])])])),
             (.array([.array([one])]), .array([.array([])])),
             // With another child outside arrays, or held by a property itself: not alone.
             (.array([.map(["card": one, "other": two])]), nil),
@@ -635,22 +638,23 @@ extension MergeOwnershipTests {
 }
 
 extension MergeOwnershipTests {
-    /// One side moves cards out of a lane of two, out of a column of a dictionary stored as
-    /// pairs and out of one keyed by strings, to another board, which the other side deletes:
-    /// the delete wins, and each card goes back into the entry that held it, which the moving
-    /// side kept emptied or with the other card: no card lost, no lane or key twice.
+    /// One side moves cards out of a lane of two, both cards out of another lane, out of a
+    /// column of a dictionary stored as pairs and out of one keyed by strings, to another
+    /// board, which the other side deletes: the delete wins, and each card goes back into the
+    /// entry that held it, which the moving side kept emptied or with the other card: no card
+    /// lost, no lane or key twice.
     @Test(arguments: [MergeStrategy.mostRecent, .theirs])
     func aCardWhoseNewBoardWasDeletedGoesBackIntoItsLane(strategy: MergeStrategy) async throws {
         let store = Store.ticking()
-        let cards = (1...5).map { LaneCard(id: "c\($0)", title: "card \($0)") }
-        let board = KanbanBoardOfLanes(id: "a", columns: [.todo: [cards[2]]], lanes: [Lane(name: "x", cards: [cards[0], cards[1]]), Lane(name: "y", cards: [cards[4]])], named: ["n": [cards[3]]])
+        let cards = (1...7).map { LaneCard(id: "c\($0)", title: "card \($0)") }
+        let board = KanbanBoardOfLanes(id: "a", columns: [.todo: [cards[2]]], lanes: [Lane(name: "x", cards: [cards[0], cards[1]]), Lane(name: "y", cards: [cards[4]]), Lane(name: "w", cards: [cards[5], cards[6]])], named: ["n": [cards[3]]])
         let base = try await store.change(on: nil) {
             try $0.save(board)
             try $0.save(KanbanBoardOfLanes(id: "b"))
         }
         let ours = try await store.change(on: base) {
-            try $0.save(KanbanBoardOfLanes(id: "a", columns: [.todo: []], lanes: [Lane(name: "x", cards: [cards[1]]), Lane(name: "y", cards: [])], named: ["n": []]))
-            try $0.save(KanbanBoardOfLanes(id: "b", columns: [.todo: [cards[2]]], lanes: [Lane(name: "x", cards: [cards[0]]), Lane(name: "y", cards: [cards[4]])], named: ["n": [cards[3]]]))
+            try $0.save(KanbanBoardOfLanes(id: "a", columns: [.todo: []], lanes: [Lane(name: "x", cards: [cards[1]]), Lane(name: "y", cards: []), Lane(name: "w", cards: [])], named: ["n": []]))
+            try $0.save(KanbanBoardOfLanes(id: "b", columns: [.todo: [cards[2]]], lanes: [Lane(name: "x", cards: [cards[0]]), Lane(name: "y", cards: [cards[4]]), Lane(name: "w", cards: [cards[5], cards[6]])], named: ["n": [cards[3]]]))
         }
         let theirs = try await store.change(on: base) { try $0.delete(KanbanBoardOfLanes.self, id: "b") }
         let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)

@@ -71,13 +71,16 @@ final class EncodingContext {
         if let holder = current {
             if firstHolders.isEmpty { firstHolders[records[0].key] = records[0].key }
             if let first = firstHolders[key] {
-                // Held by another record as well: two owners. Written again by its holder: kept
-                // apart until the tree shows which write stands; rewrites beyond a few per record
-                // (a graph of shared class instances, each path its own rewrite) are refused
-                // before they multiply.
-                guard first == holder.key, rewrites.count < 4 * (records.count - rewrites.count) + 64 else { throw Self.heldTwice(key) }
+                // Held by another record as well: two owners. Written again by its holder (or
+                // after a write was abandoned, which may have held it): kept apart until the tree
+                // shows which write stands; rewrites beyond a few per record (a graph of shared
+                // class instances, each path its own rewrite) are refused before they multiply.
+                guard first == holder.key || abandonedRecords, rewrites.count < 4 * (records.count - rewrites.count) + 64 else {
+                    throw Self.heldTwice(key)
+                }
                 rewritesMade += 1
-                entryKey = RecordKey(type: key.type, id: "\u{0}rewrite \(rewritesMade)")
+                // A type name with a NUL, which no record's key has.
+                entryKey = RecordKey(type: "\u{0}rewrite", id: String(rewritesMade))
                 rewrites[entryKey] = (key, holder.index)
             } else {
                 firstHolders[key] = holder.key

@@ -176,8 +176,10 @@ extension Store {
             var versions = versionsToCheck + namedVersions
             namedVersions = []
             while !versions.isEmpty {
-                let read = try await backend.getTellingRefusals(versions) { try await history.uncheckedObjects($0) }.objects
-                for hash in versions { checkHere(hash, read[hash]) }
+                for chunk in versions.chunks(of: Transfer.requestSize) {
+                    let read = try await backend.getTellingRefusals(chunk) { try await history.uncheckedObjects($0) }.objects
+                    for hash in chunk { checkHere(hash, read[hash]) }
+                }
                 (versions, namedVersions) = (namedVersions, [])
             }
             try await Self.read(toFetch, from: replica.backend) { hash, bytes, refusal in

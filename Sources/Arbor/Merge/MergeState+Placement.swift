@@ -35,11 +35,11 @@ extension MergeState {
     }
 
     /// Puts `children` back where the ancestor held them, where that record is merged (and not
-    /// as a resolver returned it: what it left out goes) and holds nothing in their place: into
-    /// its array at the ancestor's index (at most the end; several into one array in the
-    /// ancestor's order), with the entry that wrapped each; into its dictionary or struct under
-    /// the ancestor's name, where that name holds nothing; or into the property that held one
-    /// alone. Returns those put back.
+    /// as a resolver returned it: what it left out goes), in the ancestor's order
+    /// (``PropertyValue/restoring(_:from:)``): into the entry that held each where the record
+    /// kept it (a lane, a dictionary's key or pair), at the ancestor's index in its array (at
+    /// most the end); else with the entry that wrapped it, under the ancestor's name where that
+    /// name holds nothing, or as the property that held it alone. Returns those put back.
     ///
     /// - Complexity: O(m) for the `m` changed records' bytes (once per merge), plus decoding
     ///   each holder once and O(e) for the `e` elements of its arrays.

@@ -244,7 +244,8 @@ struct MergeState {
     private mutating func releaseChildrenHeldTwiceByOneRecord(store: Store) throws -> Bool {
         var released = false
         for key in merged.keys.sorted() {
-            guard case .some(.some(let record)) = merged[key], record.properties.count > 1 else { continue }
+            guard case .some(.some(let record)) = merged[key],
+                  record.properties.values.count(where: \.holdsChildren) > 1 else { continue }
             let childKeys = record.childKeys
             guard childKeys.count > 1 else { continue }
             var counts = [RecordKey: Int]()
@@ -262,10 +263,12 @@ struct MergeState {
             for (child, count) in counts.sorted(by: { $0.key < $1.key }) where count > 1 {
                 var held = count
                 for name in properties.keys.sorted(by: utf8Less) where held > 1 {
-                    guard let value = properties[name], value.childKeys.contains(child), holds(before, name, child),
+                    // Only where another property still holds it: never its last hold.
+                    guard let value = properties[name], case let here = value.childKeys.count(where: { $0 == child }),
+                          here > 0, held - here > 0, holds(before, name, child),
                           !(holds(inOurs, name, child) && holds(inTheirs, name, child)),
                           let without = value.droppingElement(child, wholeEntries: true), !without.childKeys.contains(child) else { continue }
-                    held -= value.childKeys.count(where: { $0 == child })
+                    held -= here
                     properties[name] = without
                 }
             }

@@ -26,6 +26,8 @@ extension PropertyValue {
         case .child(let key):
             return key == child ? nil : self
         case .array(let values):
+            // What does not hold the child is left as it is (a `[[Double]]` beside it too).
+            guard childKeys.contains(child) else { return self }
             // A dictionary stored as pairs (`[[key, value], …]`): a pair stays two.
             let pairs = Self.arePairs(values)
             var kept = [PropertyValue]()
@@ -38,11 +40,11 @@ extension PropertyValue {
                 guard let value = value.droppingElement(child, wholeEntries: wholeEntries) else { return nil }
                 kept.append(value)
             }
-            // Pairs that name no record any more are stored as the encoder stores them: keys
-            // and values one after the other.
-            if pairs, !kept.contains(where: \.namesRecords), let flat = PropertyDecoder.flattening(kept) { return .array(flat) }
+            // Pairs that name no record any more stay pairs, which the decoder reads as it reads
+            // keys and values one after the other (the encoder's form for them).
             return .array(kept)
         case .map(let values):
+            guard childKeys.contains(child) else { return self }
             var kept = [String: PropertyValue](minimumCapacity: values.count)
             for (name, value) in values {
                 guard let value = value.droppingElement(child, wholeEntries: wholeEntries) else { return nil }
@@ -71,7 +73,7 @@ extension PropertyValue {
             if Self.arePairs(oldElements), case .array(let oldPair) = element {
                 // The dictionary as the encoder stores one that names no record: keys and values
                 // one after the other; as pairs once it names one again.
-                if !elements.isEmpty, !Self.arePairs(elements) {
+                if !elements.allSatisfy({ if case .array(let pair) = $0 { pair.count == 2 } else { false } }) {
                     guard elements.count.isMultiple(of: 2), !elements.contains(where: \.namesRecords) else { return nil }
                     elements = stride(from: 0, to: elements.count, by: 2).map { .array([elements[$0], elements[$0 + 1]]) }
                 }
@@ -93,8 +95,7 @@ extension PropertyValue {
                 elements.insert(element, at: position)
                 return .array(elements)
             } else if element != .child(child), !element.holdsInPlace(child),
-                      let without = element.droppingElement(child, wholeEntries: true),
-                      let position = elements.firstIndex(of: without) {
+                      let position = Self.counterpart(of: element, at: index, in: elements) {
                 guard let restored = elements[position].restoring(child, from: element) else { return nil }
                 elements[position] = restored
                 return .array(elements)
@@ -119,6 +120,37 @@ extension PropertyValue {
         }
     }
 
+    /// Where `elements` (a merged array) holds the entry `element` held at `index` of the
+    /// ancestor's array, its children aside (a lane `{name, cards}` whose cards moved or were
+    /// added to): at `index` if it is there, else the first such; `nil` if none.
+    private static func counterpart(of element: PropertyValue, at index: Int, in elements: [PropertyValue]) -> Int? {
+        let shape = element.withoutChildren
+        if elements.indices.contains(index), elements[index].withoutChildren == shape { return index }
+        return elements.firstIndex { $0.withoutChildren == shape }
+    }
+
+    /// This value with no child: arrays without the elements that hold one outside arrays
+    /// (``holdsInPlace(_:pair:)``, as ``droppingElement(_:wholeEntries:)`` drops them whole), a
+    /// map's child values `null`.
+    private var withoutChildren: PropertyValue {
+        switch self {
+        case .child: .null
+        case .array(let values) where holdsChildren:
+            .array(values.filter { !$0.holdsSomeChildInPlace }.map(\.withoutChildren))
+        case .map(let values) where holdsChildren: .map(values.mapValues(\.withoutChildren))
+        default: self
+        }
+    }
+
+    /// Whether this value holds a child itself or in a map's value, at any depth of maps.
+    private var holdsSomeChildInPlace: Bool {
+        switch self {
+        case .child: true
+        case .map(let values): values.values.contains(where: \.holdsSomeChildInPlace)
+        default: false
+        }
+    }
+
     /// Whether this value holds `child` where no array can let it go: itself, or a map's value
     /// at any depth of maps; with `pair`, also as a pair's key or value.
     private func holdsInPlace(_ child: RecordKey, pair: Bool = false) -> Bool {
@@ -135,7 +167,8 @@ extension PropertyValue {
     /// by records, `[Player: Int]`, or holding them, `[Column: [Card]]`). An array of arrays of
     /// two children each reads as what it is (so does a dictionary from records to records).
     private static func arePairs(_ values: [PropertyValue]) -> Bool {
-        !values.isEmpty && values.allSatisfy { value in
+        // As the encoder writes pairs: only where they name records.
+        values.contains(where: \.namesRecords) && values.allSatisfy { value in
             guard case .array(let pair) = value, pair.count == 2 else { return false }
             return !(pair[0].holdsChildren && pair[1].holdsChildren)
         }

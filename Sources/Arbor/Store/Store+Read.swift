@@ -148,7 +148,8 @@ extension Store {
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
             var description = context.debugDescription
             if let record {
-                for case .string(let text) in values(at: context.codingPath[...], in: .map(record.properties), tree: tree) where !text.isEmpty {
+                var budget = 64
+                for case .string(let text) in values(at: context.codingPath[...], in: .map(record.properties), tree: tree, budget: &budget) where !text.isEmpty {
                     description = description.replacingOccurrences(of: text, with: "(\(PropertyValue.string(text).kindAndSize))")
                 }
             }
@@ -161,19 +162,26 @@ extension Store {
     /// The values `path` (property names, array indices, through child records) may name in
     /// `current`: an index into a dictionary stored as pairs counts its keys and values one
     /// after the other, as it decodes (``PropertyDecoder/flattening(_:)``), and such an array
-    /// may be an array of arrays too.
-    private static func values(at path: ArraySlice<any CodingKey>, in current: PropertyValue, tree: [RecordKey: Record]) -> [PropertyValue] {
+    /// may be an array of arrays too. At most `budget` values are visited: a value nested so as
+    /// to read both ways at every level (a hostile record's) would double them per level.
+    private static func values(at path: ArraySlice<any CodingKey>, in current: PropertyValue, tree: [RecordKey: Record], budget: inout Int) -> [PropertyValue] {
+        guard budget > 0 else { return [] }
+        budget -= 1
         var current = current
         if case .child(let childKey) = current, let child = tree[childKey] { current = .map(child.properties) }
         guard let key = path.first else { return [current] }
         let rest = path.dropFirst()
         switch current {
         case .map(let values):
-            return values[key.stringValue].map { Self.values(at: rest, in: $0, tree: tree) } ?? []
+            guard let next = values[key.stringValue] else { return [] }
+            return Self.values(at: rest, in: next, tree: tree, budget: &budget)
         case .array(let values):
             guard let index = key.intValue else { return [] }
-            var found = values.indices.contains(index) ? Self.values(at: rest, in: values[index], tree: tree) : []
-            if let flat = PropertyDecoder.flattening(values), flat.indices.contains(index) { found += Self.values(at: rest, in: flat[index], tree: tree) }
+            var found = values.indices.contains(index) ? Self.values(at: rest, in: values[index], tree: tree, budget: &budget) : []
+            // Pairs as the encoder writes them: only where they name records.
+            if values.contains(where: \.namesRecords), let flat = PropertyDecoder.flattening(values), flat.indices.contains(index) {
+                found += Self.values(at: rest, in: flat[index], tree: tree, budget: &budget)
+            }
             return found
         default:
             return []
