@@ -1257,6 +1257,10 @@ extension CodingTests {
         let records = try RecordEncoder.records(of: HoldingAfterForgiving(id: "h", forgiving: Forgiving(id: "f", lines: [Line(item: item, price: .nan)]), item: item))
         #expect(records.map(\.key.description) == ["HoldingAfterForgiving/h", "Forgiving/f", "Priced/ok"])
         #expect(records[0].properties["item"] == .child(RecordKey(type: "Priced", id: "ok")))
+        // Held for real twice, an abandoned write beside: still refused.
+        #expect { try RecordEncoder.records(of: HoldingAfterForgiving(id: "h", forgiving: Forgiving(id: "f", list: [item], lines: [Line(item: item, price: .nan)]), item: item)) } throws: {
+            "\($0)".contains("holds Priced/ok twice")
+        }
     }
 }
 

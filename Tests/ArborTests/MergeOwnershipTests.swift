@@ -618,9 +618,11 @@ extension MergeOwnershipTests {
             (.array([.array([.string("a"), .array([one, two])])]), .array([.array([.string("a"), .array([two])])])),
             (.array([.array([one, two]), .array([two])]), .array([.array([two]), .array([two])])),
             // A dictionary keyed by records: the pair goes with its key. One that names no record
-            // any more stays pairs (the decoder reads both forms).
+            // any more is stored as the encoder stores it, keys and values one after the other.
             (.array([.array([one, .int(5)]), .array([two, .int(3)])]), .array([.array([two, .int(3)])])),
-            (.array([.array([.string("a"), .array([one])]), .array([.string("b"), .array([])])]), .array([.array([.string("a"), .array([])]), .array([.string("b"), .array([])])])),
+            (.array([.array([.string("a"), .array([one])]), .array([.string("b"), .array([])])]), .array([.string("a"), .array([]), .string("b"), .array([])])),
+            // Rows of optionals look like pairs: not flattened where a "key" is null.
+            (.array([.array([one, .null]), .array([.null, .null])]), .array([.array([.null, .null])])),
             // Data beside the child that merely looks like pairs is left as it is.
             (.array([.map(["cards": .array([one]), "outline": .array([.array([.int(0), .int(0)]), .array([.int(1), .int(1)])])])]),
              .array([.map(["cards": .array([]), "outline": .array([.array([.int(0), .int(0)]), .array([.int(1), .int(1)])])])])),
@@ -735,5 +737,39 @@ extension MergeOwnershipTests {
         for strategy in [MergeStrategy.mostRecent, .ours, .theirs] {
             _ = try? await store.merge(ours.id, theirs.id, strategy: strategy)
         }
+    }
+}
+
+extension MergeOwnershipTests {
+    /// Cards whose new board was deleted go back to the entry that held them, found by the
+    /// cards it still holds, or rebuilt where the moving side removed it: a lane renamed on the
+    /// moving side, a lane removed with both its cards, and rows of cards (`[[Card]]`) whose
+    /// emptied row was removed: each card back, with its own row, none lost.
+    @Test(arguments: [MergeStrategy.mostRecent, .theirs])
+    func cardsGoBackToTheirEntryFoundByTheCardsItStillHolds(strategy: MergeStrategy) async throws {
+        let store = Store.ticking()
+        func card(_ id: String) -> PropertyValue { .child(RecordKey(type: "Card", id: id)) }
+        func lane(_ name: String, _ cards: [String]) -> PropertyValue { .map(["name": .string(name), "cards": .array(cards.map(card))]) }
+        func board(_ id: String, lanes: [PropertyValue], rows: [[String]]) -> Record {
+            Record(type: "Board", id: id, properties: ["lanes": .array(lanes), "rows": .array(rows.map { .array($0.map(card)) })])
+        }
+        let ancestor = board("a", lanes: [lane("x", ["c1", "c2"]), lane("w", ["c3", "c4"])], rows: [["c5"], ["c6"]])
+        let base = try await store.change(on: nil) {
+            try $0.save(ancestor)
+            try $0.save(board("b", lanes: [], rows: []))
+            for id in (1...6).map({ "c\($0)" }) { try $0.save(Record(type: "Card", id: id, properties: ["title": .string(id)])) }
+        }
+        let ours = try await store.change(on: base) {
+            try $0.save(board("a", lanes: [lane("x renamed", ["c2"])], rows: [["c6"]]))
+            try $0.save(board("b", lanes: [lane("x", ["c1"]), lane("w", ["c3", "c4"])], rows: [["c5"]]))
+        }
+        let theirs = try await store.change(on: base) { $0.delete(RecordKey(type: "Board", id: "b")) }
+        let (outcome, reversed) = try await store.mergeBothWays(ours, theirs, strategy: strategy)
+        let merged = try #require(outcome.version)
+        #expect(reversed.version?.id == merged.id)
+        #expect(try await store.record(RecordKey(type: "Board", id: "a"), at: merged.id)
+            == board("a", lanes: [lane("x renamed", ["c1", "c2"]), lane("w", ["c3", "c4"])], rows: [["c5"], ["c6"]]))
+        #expect(try await store.records(ofType: "Card", at: merged.id).count == 6)
+        #expect(try await store.verify().isIntact)
     }
 }

@@ -40,8 +40,14 @@ extension PropertyValue {
                 guard let value = value.droppingElement(child, wholeEntries: wholeEntries) else { return nil }
                 kept.append(value)
             }
-            // Pairs that name no record any more stay pairs, which the decoder reads as it reads
-            // keys and values one after the other (the encoder's form for them).
+            // Pairs that name no record any more are stored as the encoder stores them: keys and
+            // values one after the other (else a re-save would differ from them, a change to a
+            // later merge). Not where a key is null: rows of optionals (`[[Card?]]`) look alike.
+            if pairs, !kept.contains(where: \.namesRecords),
+               !kept.contains(where: { if case .array(let pair) = $0 { pair.first == .null } else { false } }),
+               let flat = PropertyDecoder.flattening(kept) {
+                return .array(flat)
+            }
             return .array(kept)
         case .map(let values):
             guard childKeys.contains(child) else { return self }
@@ -94,10 +100,18 @@ extension PropertyValue {
                 } ?? elements.count
                 elements.insert(element, at: position)
                 return .array(elements)
-            } else if element != .child(child), !element.holdsInPlace(child),
-                      let position = Self.counterpart(of: element, at: index, in: elements) {
-                guard let restored = elements[position].restoring(child, from: element) else { return nil }
-                elements[position] = restored
+            } else if element != .child(child), !element.holdsInPlace(child) {
+                if let position = Self.counterpart(of: element, at: index, in: elements, among: oldElements) {
+                    guard let restored = elements[position].restoring(child, from: element) else { return nil }
+                    elements[position] = restored
+                    return .array(elements)
+                }
+                // The entry is gone: back with this child alone (the next child of the group
+                // then finds it by this one), rather than the child going as an orphan.
+                var alone: PropertyValue? = element
+                for other in element.childKeys where other != child { alone = alone?.droppingElement(other, wholeEntries: true) }
+                guard let alone, alone.childKeys == [child] else { return nil }
+                elements.insert(alone, at: min(index, elements.count))
                 return .array(elements)
             }
             guard element.childKeys == [child] else { return nil }
@@ -121,12 +135,19 @@ extension PropertyValue {
     }
 
     /// Where `elements` (a merged array) holds the entry `element` held at `index` of the
-    /// ancestor's array, its children aside (a lane `{name, cards}` whose cards moved or were
-    /// added to): at `index` if it is there, else the first such; `nil` if none.
-    private static func counterpart(of element: PropertyValue, at index: Int, in elements: [PropertyValue]) -> Int? {
+    /// ancestor's array `oldElements`: the entry that holds another of its children, whatever
+    /// else changed in it (a lane renamed, its cards moved or added to); else one of the same
+    /// shape without children that holds no child another entry held (an emptied lane), at
+    /// `index` if it is there; `nil` if none.
+    private static func counterpart(of element: PropertyValue, at index: Int, in elements: [PropertyValue], among oldElements: [PropertyValue]) -> Int? {
+        let siblings = Set(element.childKeys)
+        if let found = elements.firstIndex(where: { !siblings.isDisjoint(with: $0.childKeys) }) { return found }
+        var elsewhere = Set<RecordKey>()
+        for (offset, old) in oldElements.enumerated() where offset != index { elsewhere.formUnion(old.childKeys) }
         let shape = element.withoutChildren
-        if elements.indices.contains(index), elements[index].withoutChildren == shape { return index }
-        return elements.firstIndex { $0.withoutChildren == shape }
+        func fits(_ candidate: PropertyValue) -> Bool { candidate.withoutChildren == shape && elsewhere.isDisjoint(with: candidate.childKeys) }
+        if elements.indices.contains(index), fits(elements[index]) { return index }
+        return elements.firstIndex(where: fits)
     }
 
     /// This value with no child: arrays without the elements that hold one outside arrays
@@ -134,11 +155,15 @@ extension PropertyValue {
     /// map's child values `null`.
     private var withoutChildren: PropertyValue {
         switch self {
-        case .child: .null
+        case .child: return .null
         case .array(let values) where holdsChildren:
-            .array(values.filter { !$0.holdsSomeChildInPlace }.map(\.withoutChildren))
-        case .map(let values) where holdsChildren: .map(values.mapValues(\.withoutChildren))
-        default: self
+            // As a release drops them: a pair whose key or value is a child goes whole.
+            let pairs = Self.arePairs(values)
+            return .array(values.filter { value in
+                if pairs, case .array(let pair) = value { !pair.contains(where: \.holdsSomeChildInPlace) } else { !value.holdsSomeChildInPlace }
+            }.map(\.withoutChildren))
+        case .map(let values) where holdsChildren: return .map(values.mapValues(\.withoutChildren))
+        default: return self
         }
     }
 

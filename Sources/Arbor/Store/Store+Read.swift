@@ -148,7 +148,7 @@ extension Store {
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
             var description = context.debugDescription
             if let record {
-                var budget = 64
+                var budget = context.codingPath.count + 64
                 for case .string(let text) in values(at: context.codingPath[...], in: .map(record.properties), tree: tree, budget: &budget) where !text.isEmpty {
                     description = description.replacingOccurrences(of: text, with: "(\(PropertyValue.string(text).kindAndSize))")
                 }
@@ -178,8 +178,7 @@ extension Store {
         case .array(let values):
             guard let index = key.intValue else { return [] }
             var found = values.indices.contains(index) ? Self.values(at: rest, in: values[index], tree: tree, budget: &budget) : []
-            // Pairs as the encoder writes them: only where they name records.
-            if values.contains(where: \.namesRecords), let flat = PropertyDecoder.flattening(values), flat.indices.contains(index) {
+            if let flat = PropertyDecoder.flattening(values), flat.indices.contains(index) {
                 found += Self.values(at: rest, in: flat[index], tree: tree, budget: &budget)
             }
             return found
